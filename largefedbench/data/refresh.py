@@ -1,0 +1,117 @@
+"""``lfb refresh``: scrape the sources of a window and write one dated snapshot per dataset."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from largefedbench.data.snapshot import BuildResult, BuildSpec, build_snapshot
+from largefedbench.data.spans import SpanSettings
+from largefedbench.data.splits import SplitRatios
+from largefedbench.data.windows import Window, get_cutoff
+from largefedbench.errors import InputError
+
+log = logging.getLogger(__name__)
+
+# CLI source name -> scraper class, imported only when used.
+SOURCES: dict[str, str] = {
+    "biorxiv": "largefedbench.scrapers.biorxiv:BiorxivScraper",
+}
+DATASET_OF: dict[str, str] = {"biorxiv": "biorxiv", "us": "congress", "uk": "congress", "ca": "congress"}
+
+
+def scraper_class(source: str):
+    try:
+        module, _, attr = SOURCES[source].partition(":")
+    except KeyError:
+        raise InputError(f"unknown source {source!r}; choose from {', '.join(SOURCES)}") from None
+    return getattr(importlib.import_module(module), attr)
+
+
+def parse_sources(text: str | None) -> list[str]:
+    """``--sources us,uk,ca`` -> ['us', 'uk', 'ca']; None -> every source."""
+    if not text:
+        return list(SOURCES)
+    names = [s.strip().lower() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SOURCES]
+    if unknown:
+        raise InputError(f"unknown source(s) {', '.join(unknown)}; choose from {', '.join(SOURCES)}")
+    return names
+
+
+def window_for(
+    since: str | None, until: str | None, after_cutoff_of: str | None, public_months: int
+) -> Window:
+    """The window from ``--since/--until`` and/or ``--after-cutoff-of``."""
+    if not since and not after_cutoff_of:
+        raise InputError("say where the window starts: --since YYYY-MM[-DD] or --after-cutoff-of MODEL")
+    start = None
+    if after_cutoff_of:
+        start = get_cutoff(after_cutoff_of).window_start()
+        if start is None:
+            raise InputError(f"{after_cutoff_of} has no dated cutoff; pass --since instead")
+    window = Window.parse(since or start.isoformat(), until, public_months=public_months)
+    if start is not None and window.since < start:
+        raise InputError(
+            f"--since {window.since} starts before the knowledge cutoff of {after_cutoff_of} (window must start on "
+            f"or after {start}); drop --since or move it later"
+        )
+    return window
+
+
+@dataclass
+class RefreshPlan:
+    window: Window
+    sources: list[str]
+    span: SpanSettings = field(default_factory=SpanSettings)
+    splits: SplitRatios = field(default_factory=SplitRatios)
+    after_cutoff_of: str | None = None
+    name: str | None = None
+    base_urls: dict[str, str] = field(default_factory=dict)
+    scraper_options: dict[str, dict] = field(default_factory=dict)
+    refresh_cache: bool = False
+
+
+def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = True) -> list[BuildResult]:
+    """Fetch every source of the plan, then write one snapshot per dataset."""
+    from largefedbench.scrapers.cleaning import CLEANING_VERSION
+
+    datasets: dict[str, list[str]] = {}
+    for source in plan.sources:
+        datasets.setdefault(DATASET_OF[source], []).append(source)
+    if plan.name and len(datasets) > 1:
+        raise InputError("--name names one snapshot, but these sources build several datasets; pass --sources too")
+
+    results = []
+    for dataset, sources in datasets.items():
+        records, rejected, described = [], Counter(), {}
+        scraped_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        for source in sources:
+            cls = scraper_class(source)
+            scraper = cls.create(
+                base_url=plan.base_urls.get(source), root=root, refresh=plan.refresh_cache,
+                **plan.scraper_options.get(source, {}),
+            )
+            log.info("fetching %s from %s", source, scraper.client.base_url)
+            got, why = scraper.fetch(plan.window, progress=progress)
+            records += got
+            rejected.update({f"{source}:{reason}": n for reason, n in why.items()})
+            described[source] = scraper.describe()
+        spec = BuildSpec(
+            dataset=dataset,
+            window=plan.window,
+            span=plan.span,
+            splits=plan.splits,
+            sources=described,
+            cleaning_version=CLEANING_VERSION,
+            after_cutoff_of=plan.after_cutoff_of,
+            name=plan.name,
+            scraped_at=scraped_at,
+        )
+        results.append(build_snapshot(records, spec, rejected, root=root, progress=progress))
+    return results

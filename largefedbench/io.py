@@ -1,0 +1,45 @@
+"""Atomic writes: a reader never sees a half-written file, and a killed job leaves the old file intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write UTF-8 text atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def publish_dir(tmp_dir: Path, final_dir: Path) -> None:
+    """Move a fully written folder into place with one rename; refuse to replace an existing folder."""
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    if final_dir.exists():
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise FileExistsError(final_dir)
+    os.replace(tmp_dir, final_dir)

@@ -1,0 +1,35 @@
+"""Shared test setup: an isolated LFB_HOME, offline HF settings, and paths to the shared fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURES = Path(os.environ.get("LFB_SHARED_FIXTURES", SHARED / "fixtures"))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+def fixture_path(*parts: str) -> Path:
+    path = FIXTURES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared fixture {path} is not present (tests read ../shared/fixtures beside the repo)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def lfb_home(tmp_path_factory, monkeypatch) -> Path:
+    """Every test writes under its own LFB_HOME; the fast rate limit keeps replays quick."""
+    home = tmp_path_factory.mktemp("lfb_home")
+    monkeypatch.setenv("LFB_HOME", str(home))
+    monkeypatch.setenv("HF_HOME", str(home / "hf"))
+    monkeypatch.setenv("LFB_RATE_LIMIT", "1000")
+    monkeypatch.setenv("LFB_SPAN_TOKENIZER", "minilm-wordpiece")
+    return home

@@ -1,0 +1,90 @@
+"""A local HTTP server on 127.0.0.1 that answers at a real API's paths with recorded data (tests only).
+
+An *app* maps ``(path, query)`` to a :class:`Reply`; scripted faults (429, 5xx, empty bodies, truncated
+bodies, dropped connections) can be queued in front of it. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    drop_connection: bool = False  # close the socket without answering
+
+
+App = Callable[[str, dict[str, str]], Reply]
+
+
+class ReplayServer:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.requests: list[tuple[str, dict[str, str], dict[str, str]]] = []  # path, query, headers
+        self._faults: list[tuple[str, Reply]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+                with server._lock:
+                    server.requests.append((parts.path, query, dict(self.headers)))
+                    fault = next((f for f in server._faults if f[0] in parts.path), None)
+                    if fault:
+                        server._faults.remove(fault)
+                reply = fault[1] if fault else server.app(parts.path, query)
+                if reply.drop_connection:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.send_response(reply.status)
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def fail_next(self, path_part: str, reply: Reply, times: int = 1) -> None:
+        """The next ``times`` requests whose path contains ``path_part`` get ``reply`` instead."""
+        with self._lock:
+            self._faults.extend([(path_part, reply)] * times)
+
+    def paths(self) -> list[str]:
+        return [p for p, _, _ in self.requests]
+
+    def __enter__(self) -> "ReplayServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def refused_url() -> str:
+    """A loopback URL on which nothing listens (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
