@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 # CLI source name -> scraper class, imported only when used.
 SOURCES: dict[str, str] = {
     "biorxiv": "largefedbench.scrapers.biorxiv:BiorxivScraper",
+    "us": "largefedbench.scrapers.us_congress:UsCongressScraper",
+    "uk": "largefedbench.scrapers.uk_hansard:UkHansardScraper",
+    "ca": "largefedbench.scrapers.ca_hansard:CaHansardScraper",
 }
 DATASET_OF: dict[str, str] = {"biorxiv": "biorxiv", "us": "congress", "uk": "congress", "ca": "congress"}
 

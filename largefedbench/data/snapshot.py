@@ -142,8 +142,12 @@ def build_snapshot(
     tmp = root_dir / f".tmp-{name}-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
     features = _features()
-    dd = DatasetDict({s: Dataset.from_list(splits[s], features=features) for s in ALL_SPLITS})
-    dd.save_to_disk(str(tmp / "data"))
+    # from_dict keeps the columns of an empty split (from_list([]) would write a table without them).
+    dd = DatasetDict({
+        s: Dataset.from_dict({c: [row[c] for row in splits[s]] for c in features}, features=features) for s in ALL_SPLITS
+    })
+    # An empty split needs one explicit (empty) shard, or load_from_disk cannot read it back.
+    dd.save_to_disk(str(tmp / "data"), num_shards={s: 1 for s in ALL_SPLITS if not splits[s]})
     atomic_write_json(tmp / "manifest.json", manifest)
     atomic_write_text(tmp / "README.md", dataset_card(manifest, spec.card_notes))
     try:

@@ -1,0 +1,224 @@
+"""``lfb``: the command line. It parses and prints only; every command calls one library function.
+
+Nothing heavy is imported at module level, so ``lfb --help`` is instant and never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+EPILOG = """examples:
+  lfb data demo                                   build the offline demo snapshot and show it
+  lfb refresh --sources biorxiv --since 2024-09   scrape bioRxiv from September 2024 to today
+  lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08
+  lfb data info demo --json
+  lfb cutoffs
+"""
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+
+# --- data ----------------------------------------------------------------------------------------------
+def cmd_data_demo(args) -> int:
+    from largefedbench.data.demo import build_demo
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.info import format_info, snapshot_info
+
+    result = build_demo(root=args.out, progress=not args.quiet)
+    info = snapshot_info(load_snapshot(result.path))
+    if args.json:
+        _print_json(info)
+    else:
+        state = "built" if result.created else "already built (identical content)"
+        print(f"demo snapshot {state}: {result.path}\n")
+        print(format_info(info))
+    return 0
+
+
+def cmd_data_list(args) -> int:
+    from largefedbench.data.snapshot import list_snapshots
+
+    rows = list_snapshots(args.out)
+    if args.json:
+        _print_json([{k: m[k] for k in ("name", "dataset", "synthetic", "window", "counts", "path", "created_at")} for m in rows])
+        return 0
+    if not rows:
+        print("no snapshots yet: `lfb data demo` builds the offline demo, `lfb refresh` scrapes real data")
+        return 0
+    print(f"{'name':<48}{'dataset':<10}{'window':<25}{'clients':>9}{'spans':>9}")
+    for m in rows:
+        w = m["window"]
+        c = m["counts"]
+        tag = " (synthetic)" if m.get("synthetic") else ""
+        print(f"{m['name']:<48}{m['dataset']:<10}{w['since'] + '..' + w['until']:<25}"
+              f"{sum(c['clients'].values()):>9}{sum(c['spans'].values()):>9}{tag}")
+    return 0
+
+
+def cmd_data_info(args) -> int:
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.info import format_info, snapshot_info
+
+    info = snapshot_info(load_snapshot(args.snapshot, root=args.out))
+    _print_json(info) if args.json else print(format_info(info))
+    return 0
+
+
+def cmd_cutoffs(args) -> int:
+    from largefedbench.data.windows import list_cutoffs
+
+    rows = [c.to_dict() for c in list_cutoffs()]
+    if args.json:
+        _print_json(rows)
+        return 0
+    print(f"{'model':<38}{'cutoff':<9}{'kind':<24}{'window from':<12}  source")
+    for r in rows:
+        print(f"{r['model']:<38}{r['cutoff'] or '-':<9}{r['kind']:<24}{r['window_start'] or '-':<12}  {r['source']}")
+    return 0
+
+
+# --- refresh -------------------------------------------------------------------------------------------
+def _key_values(pairs: list[str], flag: str) -> dict[str, str]:
+    from largefedbench.errors import InputError
+
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise InputError(f"{flag} {pair!r} must look like SOURCE=URL, e.g. {flag} biorxiv=http://127.0.0.1:8000")
+        out[key.strip().lower()] = value.strip()
+    return out
+
+
+def _span_settings(args):
+    from largefedbench.data.spans import SpanSettings
+
+    return SpanSettings(
+        tokenizer=args.span_tokenizer, span_tokens=args.span_tokens, last_span_min_tokens=args.last_span_min_tokens
+    )
+
+
+def cmd_refresh(args) -> int:
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.info import format_info, snapshot_info
+    from largefedbench.data.refresh import RefreshPlan, parse_sources, refresh, window_for
+    from largefedbench.data.splits import SplitRatios
+
+    if args.rate_limit is not None:
+        os.environ["LFB_RATE_LIMIT"] = str(args.rate_limit)
+    plan = RefreshPlan(
+        window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),
+        sources=parse_sources(args.sources),
+        span=_span_settings(args),
+        splits=SplitRatios.parse(args.splits),
+        after_cutoff_of=args.after_cutoff_of,
+        name=args.name,
+        base_urls=_key_values(args.base_url, "--base-url"),
+        scraper_options={"biorxiv": {"server": args.biorxiv_server}},
+        refresh_cache=args.refresh_cache,
+    )
+    results = refresh(plan, root=args.out, progress=not args.quiet)
+    infos = [snapshot_info(load_snapshot(r.path)) for r in results]
+    if args.json:
+        _print_json(infos)
+    else:
+        for r, info in zip(results, infos):
+            print(f"snapshot {'written' if r.created else 'unchanged'}: {r.path}\n")
+            print(format_info(info) + "\n")
+    return 0
+
+
+# --- parser --------------------------------------------------------------------------------------------
+def _add_common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    p.add_argument("--out", type=Path, default=None, help="root folder instead of $LFB_HOME")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lfb",
+        description="LargeFedBench: uncontaminated federated text datasets and private federated learning methods.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    from largefedbench import __version__
+
+    parser.add_argument("--version", action="version", version=f"lfb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("refresh", help="scrape sources for a date window and write dated snapshots",
+                       description="Scrape the sources of a window, clean, cut into spans and write one snapshot per dataset. "
+                       "Interrupted refreshes resume from the raw responses stored under $LFB_HOME/raw.")
+    p.add_argument("--sources", help="comma-separated: biorxiv, us, uk, ca (default: all; biorxiv builds the biorxiv snapshot, us/uk/ca the congress one)")
+    p.add_argument("--since", help="window start, YYYY-MM or YYYY-MM-DD")
+    p.add_argument("--until", help="window end, YYYY-MM (end of month) or YYYY-MM-DD (default: today)")
+    p.add_argument("--after-cutoff-of", metavar="MODEL", help="start the window after this LLM's knowledge cutoff (see `lfb cutoffs`)")
+    p.add_argument("--public-months", type=int, default=1, help="months before the window fetched as public records (default 1)")
+    p.add_argument("--span-tokenizer", default=os.environ.get("LFB_SPAN_TOKENIZER", "gpt2"),
+                   help="gpt2 (tiktoken; default), minilm-wordpiece (offline) or a .tiktoken file; env LFB_SPAN_TOKENIZER")
+    p.add_argument("--span-tokens", type=int, default=64, help="tokens per span (default 64)")
+    p.add_argument("--last-span-min-tokens", type=int, default=16, help="keep a partial last span with at least this many tokens (default 16)")
+    p.add_argument("--splits", default="0.8,0.1,0.1", help="train,validation,test fractions of private clients")
+    p.add_argument("--name", help="snapshot name (default: DATASET-SINCE-UNTIL-HASH)")
+    p.add_argument("--base-url", action="append", metavar="SOURCE=URL", help="override a source's base URL (also LFB_<SOURCE>_URL)")
+    p.add_argument("--rate-limit", type=float, help="requests per second per source (default 1; env LFB_RATE_LIMIT)")
+    p.add_argument("--refresh-cache", action="store_true", help="download again even what the raw cache holds")
+    p.add_argument("--biorxiv-server", default="biorxiv", choices=["biorxiv", "medrxiv"], help=argparse.SUPPRESS)
+    _add_common(p)
+    p.set_defaults(func=cmd_refresh)
+
+    data = sub.add_parser("data", help="snapshots: the demo, list, info")
+    dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")
+    p = dsub.add_parser("demo", help="build (deterministically, offline) and show the synthetic demo snapshot")
+    _add_common(p)
+    p.set_defaults(func=cmd_data_demo)
+    p = dsub.add_parser("list", help="list the snapshots under $LFB_HOME")
+    _add_common(p)
+    p.set_defaults(func=cmd_data_list)
+    p = dsub.add_parser("info", help="a snapshot's statistics (POPri Table 5 columns, dates, sources, licences)")
+    p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
+    _add_common(p)
+    p.set_defaults(func=cmd_data_info)
+    data.set_defaults(func=lambda a: (data.print_help(), 2)[1])
+
+    p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cutoffs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if getattr(args, "quiet", False):
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    from largefedbench.errors import LfbError
+
+    try:
+        return int(args.func(args) or 0)
+    except LfbError as exc:
+        print(f"lfb: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
