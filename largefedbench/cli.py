@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 EPILOG = """examples:
   lfb data demo                                   build the offline demo snapshot and show it

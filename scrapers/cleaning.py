@@ -24,7 +24,7 @@ _ABBREVIATIONS = {
     "sgt", "mt", "ft", "inc", "ltd", "co", "corp", "dept", "univ", "vol", "pp", "eq", "ref", "refs", "resp",
     "min", "max", "sp", "spp", "var", "subsp", "chap", "art", "sec", "cl", "para", "op", "cit",
 }
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_BOUNDARY = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -36,12 +36,12 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
-        before = text[start : m.start()].rstrip("\"')]")
+        before = text[start : m.start()]
         word = before.rsplit(None, 1)[-1] if before.split() else ""
         stem = word.rstrip(".!?").lower()
         if word.endswith(".") and (stem in _ABBREVIATIONS or re.fullmatch(r"[a-z]", stem)):
             continue
-        sentences.append(text[start : m.start()].strip())
+        sentences.append(text[start : m.start() + len(m.group(1))].strip())  # keep closing quotes/brackets
         start = m.end()
     tail = text[start:].strip()
     if tail:

@@ -8,7 +8,6 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from largefedbench.data.snapshot import BuildResult, BuildSpec, build_snapshot
 from largefedbench.data.spans import SpanSettings
@@ -82,8 +81,10 @@ class RefreshPlan:
 
 def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = True) -> list[BuildResult]:
     """Fetch every source of the plan, then write one snapshot per dataset."""
+    from largefedbench.data.spans import get_span_tokenizer
     from largefedbench.scrapers.cleaning import CLEANING_VERSION
 
+    get_span_tokenizer(plan.span.tokenizer)  # fail on a bad or unavailable tokenizer before any download
     datasets: dict[str, list[str]] = {}
     for source in plan.sources:
         datasets.setdefault(DATASET_OF[source], []).append(source)

@@ -226,8 +226,8 @@ def dataset_card(manifest: dict[str, Any], notes: str = "") -> str:
     lines += [
         f"- Dataset: {manifest['dataset']}; one record (abstract or speech) = one client.",
         f"- Private window: {w['since']} to {w['until']}; public records from {w['public_since'] or '-'} to the window start.",
-        f"- Clients: " + ", ".join(f"{s} {n}" for s, n in c["clients"].items()) + ".",
-        f"- Spans (samples): " + ", ".join(f"{s} {n}" for s, n in c["spans"].items())
+        "- Clients: " + ", ".join(f"{s} {n}" for s, n in c["clients"].items()) + ".",
+        "- Spans (samples): " + ", ".join(f"{s} {n}" for s, n in c["spans"].items())
         + f"; {manifest['span']['span_tokens']}-token spans cut with `{manifest['span']['tokenizer']}`, "
         + manifest["span"]["last_span_rule"] + ".",
         f"- Dates: {c['date_min']} to {c['date_max']}; scraped at {manifest['scraped_at']}.",
