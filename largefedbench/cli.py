@@ -127,6 +127,15 @@ def cmd_refresh(args) -> int:
     )
     results = refresh(plan, root=args.out, progress=not args.quiet)
     infos = [snapshot_info(load_snapshot(r.path)) for r in results]
+    if args.push_to_hub:
+        from largefedbench.data.hub import push_snapshot
+
+        if len(results) != 1:
+            from largefedbench.errors import InputError
+
+            raise InputError("--push-to-hub takes one snapshot; pass --sources of one dataset (biorxiv, or us,uk,ca)")
+        url = push_snapshot(results[0].path, args.push_to_hub)
+        print(f"published {results[0].path.name} to {url}", file=sys.stderr)
     if args.json:
         _print_json(infos)
     else:
@@ -174,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", action="append", metavar="SOURCE=URL", help="override a source's base URL (also LFB_<SOURCE>_URL)")
     p.add_argument("--rate-limit", type=float, help="requests per second per source (default 1; env LFB_RATE_LIMIT)")
     p.add_argument("--refresh-cache", action="store_true", help="download again even what the raw cache holds")
+    p.add_argument("--push-to-hub", metavar="OWNER/NAME", help="publish the snapshot with its card to a Hugging Face dataset repo")
     p.add_argument("--biorxiv-server", default="biorxiv", choices=["biorxiv", "medrxiv"], help=argparse.SUPPRESS)
     _add_common(p)
     p.set_defaults(func=cmd_refresh)

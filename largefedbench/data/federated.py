@@ -125,12 +125,15 @@ def resolve_snapshot(ref: str | Path, root: Path | None = None) -> Path:
 
 
 def load_snapshot(ref: str | Path = "demo", *, root: Path | None = None) -> FederatedDataset:
-    """Load a snapshot by name, folder, or ``hf://owner/repo`` (a published LargeFedBench dataset).
+    """Load a snapshot by name, folder, or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset).
 
     The demo snapshot is built on first use (deterministic, a few seconds).
     """
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
-        path = _download_from_hub(ref[len(HUB_PREFIX):])
+        from largefedbench.data.hub import download_snapshot
+
+        repo, _, revision = ref[len(HUB_PREFIX):].partition("@")
+        path = download_snapshot(repo, revision=revision or None)
     elif str(ref) == "demo" and not (snapshots_dir(root) / "demo" / "manifest.json").is_file():
         from largefedbench.data.demo import build_demo
 
@@ -153,17 +156,3 @@ def _load_folder(path: Path) -> FederatedDataset:
     if missing:
         raise SnapshotError(f"snapshot {path} lacks the split(s) {', '.join(missing)}; rebuild it")
     return FederatedDataset(path, manifest, {s: ClientSplit(s, dd[s]) for s in ALL_SPLITS})
-
-
-def _download_from_hub(repo_id: str) -> Path:
-    """Fetch a published snapshot (manifest, card and data) from the Hugging Face hub."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        local = snapshot_download(repo_id=repo_id, repo_type="dataset")
-    except Exception as exc:  # the hub client raises many error types; all mean "could not fetch"
-        raise SnapshotError(
-            f"could not download the dataset {repo_id!r} from the Hugging Face hub ({type(exc).__name__}: {exc}). "
-            "Check the repository id and your network, or download it yourself and pass the folder."
-        ) from None
-    return Path(local)
