@@ -70,6 +70,10 @@ class SpanTokenizer(Protocol):
         """For each text, the character offset at which each of its tokens starts."""
         ...
 
+    def span_starts(self, texts: Sequence[str], span_tokens: int) -> list[tuple[list[int], int]]:
+        """For each text, the character offsets of tokens 0, L, 2L, … and the text's token count."""
+        ...
+
 
 class TiktokenSpanTokenizer:
     """A tiktoken encoding; token starts come from each token's byte length (exact, vectorised)."""
@@ -95,6 +99,9 @@ class TiktokenSpanTokenizer:
             else:
                 out.append(_byte_to_char_offsets(text, byte_starts))
         return out
+
+    def span_starts(self, texts: Sequence[str], span_tokens: int) -> list[tuple[list[int], int]]:
+        return [(starts[::span_tokens].tolist(), len(starts)) for starts in self.token_starts(texts)]
 
 
 def _is_token(encoding, i: int) -> bool:
@@ -141,6 +148,14 @@ class WordPieceSpanTokenizer:
     def token_starts(self, texts: Sequence[str]) -> list[np.ndarray]:
         encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets)) for enc in encodings]
+
+    def span_starts(self, texts: Sequence[str], span_tokens: int) -> list[tuple[list[int], int]]:
+        # Only every L-th token's offset crosses into Python (not the whole offsets list).
+        out = []
+        for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False):
+            n = len(enc)
+            out.append(([enc.token_to_chars(i)[0] for i in range(0, n, span_tokens)], n))
+        return out
 
 
 @lru_cache(maxsize=8)
@@ -195,14 +210,9 @@ def cut_spans(texts: Sequence[str], settings: SpanSettings, tokenizer: SpanToken
     tokenizer = tokenizer or get_span_tokenizer(settings.tokenizer)
     L = settings.span_tokens
     result = []
-    for text, starts in zip(texts, tokenizer.token_starts(texts)):
-        n = len(starts)
+    for text, (bounds, n) in zip(texts, tokenizer.span_starts(texts, L)):
         full, rest = divmod(n, L)
-        bounds = [int(starts[i * L]) for i in range(full + (1 if rest else 0))]
         n_keep = full + (1 if rest >= settings.last_span_min_tokens else 0)
-        spans = []
-        for i in range(n_keep):
-            end = int(starts[(i + 1) * L]) if (i + 1) * L < n else len(text)
-            spans.append(text[bounds[i] : end].strip())
-        result.append((spans, n))
+        ends = bounds[1:] + [len(text)]
+        result.append(([text[bounds[i] : ends[i]].strip() for i in range(n_keep)], n))
     return result
