@@ -17,13 +17,12 @@ whose only paragraphs are ``pwmotiontext``) — so 314 clients; 29a has 134 — 
 from __future__ import annotations
 
 import re
-import threading
 from collections import Counter
 
 import pytest
-import replay_server
+
 from conftest import fixture_path
-from replay_server import Reply, refused_url
+from replay_server import ReplayServer, Reply, refused_url
 
 from largefedbench.data.windows import Window
 from largefedbench.errors import SourceError
@@ -69,14 +68,6 @@ def site(debates: bytes | None = None, lords: bytes = LORDS_LISTING) -> dict[str
     files["debates/changedates.txt"] = debates if debates is not None else debates_listing()
     files["lordspages/changedates.txt"] = lords
     return files
-
-
-class ReplayServer(replay_server.ReplayServer):
-    """The shared replay server, polling for shutdown every 10 ms instead of 500 ms (keeps tests fast)."""
-
-    def __init__(self, app) -> None:
-        super().__init__(app)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
 
 class TwfyApp:
