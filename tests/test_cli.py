@@ -89,3 +89,29 @@ def test_bad_input_gets_a_clear_error(args, message):
     dead = refused_url()  # bad input must stop before any request; if one slipped through it would fail here
     out = lfb(*args, env={f"LFB_{s}_URL": dead for s in ("BIORXIV", "GOVINFO", "TWFY", "OURCOMMONS")})
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "args, sigma",
+    [
+        # POPri Table 3 (delta 3e-6, T = 20): sigma_1 for N=72000, B=1000 at eps 1; sigma_2 (tree) for N=10000, B=500 at eps 7
+        (["--epsilon", "1", "--clients", "72000", "--per-round", "1000"], 1.14),
+        (["--epsilon", "7", "--clients", "10000", "--per-round", "500", "--mechanism", "tree"], 7.5),
+    ],
+)
+def test_privacy_noise_reproduces_table_3(args, sigma):
+    out = lfb("privacy", "noise", "--delta", "3e-6", "--steps", "20", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert {"sigma", "epsilon", "delta", "accountant"} <= report.keys()
+    assert abs(report["sigma"] - sigma) / sigma < 0.03
+
+
+def test_privacy_epsilon_inverts_noise():
+    noise = json.loads(lfb("privacy", "noise", "--epsilon", "2", "--delta", "1e-5", "--sample-rate", "0.01",
+                           "--steps", "100", "--json").stdout)
+    eps = json.loads(lfb("privacy", "epsilon", "--sigma", str(noise["sigma"]), "--delta", "1e-5", "--sample-rate",
+                         "0.01", "--steps", "100", "--json").stdout)
+    assert abs(eps["epsilon"] - 2) < 0.05 and eps["accountant"] == noise["accountant"]
+    bad = lfb("privacy", "noise", "--epsilon", "0", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10")
+    assert bad.returncode == 2 and "epsilon must be > 0" in bad.stderr

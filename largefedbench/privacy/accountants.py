@@ -1,0 +1,167 @@
+"""A small registry of privacy accountants, all exposed as fresh ``dp_accounting`` accountants.
+
+===========  ==================================================================================
+``rdp``      opacus ``RDPAccountant`` for Poisson-subsampled / plain Gaussian events (what POPri
+             used for Table 3 σ₁); when the events include tree aggregation, dp_accounting
+             ``RdpAccountant(neighboring_relation=REPLACE_SPECIAL)`` (as ``tree``).
+``tree``     dp_accounting ``RdpAccountant(neighboring_relation=REPLACE_SPECIAL)``: DP-FTRL tree
+             aggregation (Table 3 σ₂), composable with Gaussian and Poisson-Gaussian events.
+``pld``      dp_accounting ``PLDAccountant`` (add/remove one client): tight numerical composition
+             of Poisson-Gaussian rounds with plain Gaussian releases (Yu et al.: rounds + histogram).
+``prv``      opacus ``PRVAccountant`` (Gopi et al.), reporting its upper bound with eps_error 0.01.
+``auto``     ``tree`` if any tree event; else ``pld`` if any plain Gaussian release; else ``rdp``.
+===========  ==================================================================================
+
+opacus accountants are wrapped as ``dp_accounting.PrivacyAccountant`` subclasses so that every
+accountant can be composed with the same ``DpEvent`` and searched by
+``dp_accounting.calibrate_dp_mechanism``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Iterable, Sequence
+
+from largefedbench.errors import InputError, PrivacyError
+from largefedbench.privacy.events import Event, GaussianEvent, TreeAggregationEvent, dp_accounting
+
+__all__ = ["ACCOUNTANTS", "resolve_accountant", "make_accountant", "compose_events", "epsilon_of"]
+
+ACCOUNTANTS: dict[str, str] = {
+    "auto": "tree if the events include tree aggregation, else pld if they include a plain "
+    "Gaussian release (e.g. a histogram), else rdp",
+    "rdp": "opacus RDP for Poisson-subsampled Gaussian; dp_accounting RDP (REPLACE_SPECIAL) "
+    "when tree aggregation is involved",
+    "tree": "dp_accounting RDP with neighboring_relation=REPLACE_SPECIAL (DP-FTRL tree aggregation)",
+    "pld": "dp_accounting privacy-loss-distribution accountant (add/remove one client)",
+    "prv": "opacus PRV accountant (upper bound, eps_error=0.01)",
+}
+
+#: eps_error of the PRV accountant: its reported upper bound is at most this far above the estimate.
+PRV_EPS_ERROR = 0.01
+
+
+def check_delta(delta: float) -> float:
+    """Validate δ for an (ε, δ) statement: 0 < δ < 1."""
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise PrivacyError(f"delta must be a number in (0, 1), got {delta!r}.") from None
+    if not 0.0 < d < 1.0:
+        raise PrivacyError(
+            f"delta must be in (0, 1), got {delta!r}; use a δ well below 1/n_clients, e.g. 1e-6."
+        )
+    return d
+
+
+def resolve_accountant(events: Iterable[Event], accountant: str = "auto") -> str:
+    """The concrete accountant name used for ``events`` (resolves ``auto``; validates the name)."""
+    if accountant not in ACCOUNTANTS:
+        known = ", ".join(f"{name!r}" for name in ACCOUNTANTS)
+        raise InputError(f"unknown accountant {accountant!r}; known accountants are {known}.")
+    events = list(events)
+    has_tree = any(isinstance(e, TreeAggregationEvent) for e in events)
+    if accountant == "auto":
+        if has_tree:
+            return "tree"
+        return "pld" if any(isinstance(e, GaussianEvent) for e in events) else "rdp"
+    if has_tree and accountant in ("pld", "prv"):
+        raise PrivacyError(
+            f"the {accountant!r} accountant cannot account DP-FTRL tree aggregation events; "
+            "use accountant='tree' (or 'rdp' or 'auto')."
+        )
+    return accountant
+
+
+@functools.cache
+def _opacus_accountant_class():
+    """A ``dp_accounting.PrivacyAccountant`` that hands Poisson/Gaussian events to an opacus
+    accountant as its ``history`` of (noise_multiplier, sample_rate, steps)."""
+    dpa = dp_accounting()
+
+    class OpacusAccountant(dpa.PrivacyAccountant):
+        def __init__(self, mechanism: str):
+            super().__init__(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+            self.mechanism = mechanism
+            self.history: list[tuple[float, float, int]] = []
+            self.non_private = False
+
+        def _maybe_compose(self, event, count, do_compose):
+            if isinstance(event, dpa.NoOpDpEvent):
+                return None
+            if isinstance(event, dpa.NonPrivateDpEvent):
+                self.non_private |= do_compose
+                return None
+            if isinstance(event, dpa.SelfComposedDpEvent):
+                return self._maybe_compose(event.event, event.count * count, do_compose)
+            if isinstance(event, dpa.ComposedDpEvent):
+                for sub in event.events:
+                    error = self._maybe_compose(sub, count, do_compose)
+                    if error is not None:
+                        return error
+                return None
+            if isinstance(event, dpa.GaussianDpEvent):
+                sigma, q = event.noise_multiplier, 1.0
+            elif isinstance(event, dpa.PoissonSampledDpEvent) and isinstance(
+                event.event, dpa.GaussianDpEvent
+            ):
+                sigma, q = event.event.noise_multiplier, event.sampling_probability
+            else:
+                return self.CompositionErrorDetails(
+                    invalid_event=event,
+                    error_message=f"opacus {self.mechanism} accounts only (Poisson-sampled) Gaussian events",
+                )
+            if do_compose and count > 0:
+                self.history.append((sigma, q, count))
+            return None
+
+        def get_epsilon(self, target_delta: float) -> float:
+            if self.non_private:
+                return math.inf
+            if not self.history:
+                return 0.0
+            from opacus.accountants import create_accountant  # noqa: PLC0415 - imports torch
+
+            accountant = create_accountant(self.mechanism)
+            accountant.history = list(self.history)
+            if self.mechanism == "prv":
+                import numpy as np  # noqa: PLC0415
+
+                # PRV of q = 1 takes log(0) on its (unused) lower branch.
+                with np.errstate(divide="ignore"):
+                    return float(accountant.get_epsilon(delta=target_delta, eps_error=PRV_EPS_ERROR))
+            return float(accountant.get_epsilon(delta=target_delta))
+
+    return OpacusAccountant
+
+
+def make_accountant(name: str, events: Sequence[Event] = ()):
+    """A fresh ``dp_accounting.PrivacyAccountant`` for accountant ``name`` and these events."""
+    name = resolve_accountant(events, name)
+    dpa = dp_accounting()
+    if name == "tree" or (name == "rdp" and any(isinstance(e, TreeAggregationEvent) for e in events)):
+        return dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_SPECIAL)
+    if name == "pld":
+        return dpa.pld.PLDAccountant()
+    return _opacus_accountant_class()(name)  # "rdp" or "prv"
+
+
+def compose_events(events: Iterable[Event]):
+    """The ``dp_accounting`` event for the sequential composition of ``events``."""
+    return dp_accounting().ComposedDpEvent([e.to_dp_event() for e in events])
+
+
+def epsilon_of(events: Iterable[Event], delta: float, accountant: str = "auto") -> float:
+    """ε spent by ``events`` at ``delta`` under ``accountant`` (see ``ACCOUNTANTS``)."""
+    events = list(events)
+    name = resolve_accountant(events, accountant)
+    delta = check_delta(delta)
+    if not events:
+        return 0.0
+    acc = make_accountant(name, events)
+    try:
+        acc.compose(compose_events(events))
+    except dp_accounting().UnsupportedEventError as err:
+        raise PrivacyError(f"the {name!r} accountant cannot account these events: {err}") from err
+    return float(acc.get_epsilon(delta))

@@ -1,0 +1,221 @@
+"""The privacy ledger's event types.
+
+Each event is a frozen dataclass that says what was released, with which noise multiplier σ and how
+often. ``to_dict``/``from_dict`` give a JSON-able form; ``to_dp_event`` gives the ``dp_accounting``
+``DpEvent`` the accountants compose (written out in each class's ``dp_event_form``).
+
+A noise multiplier of 0 means "no noise" (the non-private reference); such an event maps to
+``NonPrivateDpEvent`` and every accountant reports ε = ∞ for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import operator
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar, Union
+
+from largefedbench.errors import PrivacyError
+
+__all__ = [
+    "PoissonGaussianEvent",
+    "TreeAggregationEvent",
+    "GaussianEvent",
+    "Event",
+    "EVENT_TYPES",
+    "event_from_dict",
+]
+
+
+class _DropRdpConvergenceNoise(logging.Filter):
+    """dp_accounting's RDP code logs '_compute_log_a_frac failed to converge … Excluding this order'
+    for small σ at fractional orders; the order is dropped and the result is still valid."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("_compute_log_a_frac failed to converge")
+
+
+@functools.cache
+def dp_accounting():
+    """Import ``dp_accounting`` lazily (it costs ~0.8 s) and silence its known-benign log noise."""
+    import dp_accounting as lib  # noqa: PLC0415 - lazy on purpose
+
+    logging.getLogger("absl").addFilter(_DropRdpConvergenceNoise())
+    return lib
+
+
+def _noise_multiplier(value: Any) -> float:
+    try:
+        sigma = float(value)
+    except (TypeError, ValueError):
+        raise PrivacyError(f"noise_multiplier must be a number, got {value!r}.") from None
+    if not math.isfinite(sigma) or sigma < 0:
+        raise PrivacyError(
+            f"noise_multiplier must be finite and ≥ 0 (0 = no noise), got {value!r}; "
+            "calibrate it with PrivacyBudget.calibrate or calibrate_noise_multiplier."
+        )
+    return sigma
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.") from None
+    if n < 1:
+        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.")
+    return n
+
+
+def _sample_rate(value: Any) -> float:
+    try:
+        q = float(value)
+    except (TypeError, ValueError):
+        raise PrivacyError(f"sample_rate must be a number in (0, 1], got {value!r}.") from None
+    if not 0.0 < q <= 1.0:
+        raise PrivacyError(
+            f"sample_rate must be in (0, 1] (the Poisson probability that a client takes part in a "
+            f"round, e.g. clients_per_round / n_clients), got {value!r}."
+        )
+    return q
+
+
+class _EventBase:
+    """Shared JSON form, merging and re-noising for the frozen event dataclasses below."""
+
+    type_name: ClassVar[str]
+    dp_event_form: ClassVar[str]
+    _count_field: ClassVar[str]
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type_name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        if data.get("type") != cls.type_name:
+            raise PrivacyError(
+                f"cannot read a {cls.__name__} from {data!r}: its 'type' must be {cls.type_name!r}."
+            )
+        names = {f.name for f in fields(cls)}
+        given = set(data) - {"type"}
+        if given != names:
+            raise PrivacyError(
+                f"a {cls.type_name!r} ledger event needs exactly the fields {sorted(names)}, "
+                f"got {sorted(given)}; the ledger file is damaged or from another version."
+            )
+        return cls(**{name: data[name] for name in names})
+
+    def with_noise_multiplier(self, noise_multiplier: float):
+        """The same event with another σ (used to calibrate σ for a planned event)."""
+        return replace(self, noise_multiplier=noise_multiplier)
+
+    def merged_with(self, other: "Event") -> "Event | None":
+        """``self`` followed by ``other`` as one event if they differ only in count, else None."""
+        if type(other) is not type(self):
+            return None
+        key = self._count_field
+        if any(getattr(self, f.name) != getattr(other, f.name) for f in fields(self) if f.name != key):
+            return None
+        return replace(self, **{key: getattr(self, key) + getattr(other, key)})
+
+
+@dataclass(frozen=True)
+class PoissonGaussianEvent(_EventBase):
+    """``steps`` rounds, each a Poisson-sampled (rate ``sample_rate``) sum of clipped client vectors
+    plus N(0, (σ·clip)²) noise: DP-FedAvg, PrE-Text and POPri rounds."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int = 1
+
+    type_name: ClassVar[str] = "poisson_gaussian"
+    dp_event_form: ClassVar[str] = (
+        "SelfComposedDpEvent(PoissonSampledDpEvent(sample_rate, GaussianDpEvent(noise_multiplier)), steps)"
+    )
+    _count_field: ClassVar[str] = "steps"
+
+    def __post_init__(self) -> None:
+        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
+        self._set("sample_rate", _sample_rate(self.sample_rate))
+        self._set("steps", _positive_int("steps", self.steps))
+
+    def to_dp_event(self):
+        dpa = dp_accounting()
+        if self.noise_multiplier == 0:
+            return dpa.NonPrivateDpEvent()
+        inner = dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.noise_multiplier))
+        return dpa.SelfComposedDpEvent(inner, self.steps)
+
+
+@dataclass(frozen=True)
+class TreeAggregationEvent(_EventBase):
+    """DP-FTRL: a tree-aggregation mechanism over one epoch of ``rounds_per_epoch`` rounds, restarted
+    each epoch, for ``epochs`` epochs. Accounted under the REPLACE_SPECIAL neighbouring relation."""
+
+    noise_multiplier: float
+    rounds_per_epoch: int
+    epochs: int = 1
+
+    type_name: ClassVar[str] = "tree_aggregation"
+    dp_event_form: ClassVar[str] = (
+        "SelfComposedDpEvent(SingleEpochTreeAggregationDpEvent(noise_multiplier, rounds_per_epoch), epochs)"
+    )
+    _count_field: ClassVar[str] = "epochs"
+
+    def __post_init__(self) -> None:
+        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
+        self._set("rounds_per_epoch", _positive_int("rounds_per_epoch", self.rounds_per_epoch))
+        self._set("epochs", _positive_int("epochs", self.epochs))
+
+    def to_dp_event(self):
+        dpa = dp_accounting()
+        if self.noise_multiplier == 0:
+            return dpa.NonPrivateDpEvent()
+        inner = dpa.SingleEpochTreeAggregationDpEvent(self.noise_multiplier, self.rounds_per_epoch)
+        return dpa.SelfComposedDpEvent(inner, self.epochs)
+
+
+@dataclass(frozen=True)
+class GaussianEvent(_EventBase):
+    """``count`` plain Gaussian releases over all clients (no sampling), e.g. a DP histogram; the
+    sensitivity is folded into σ (noise std = σ·sensitivity)."""
+
+    noise_multiplier: float
+    count: int = 1
+
+    type_name: ClassVar[str] = "gaussian"
+    dp_event_form: ClassVar[str] = "SelfComposedDpEvent(GaussianDpEvent(noise_multiplier), count)"
+    _count_field: ClassVar[str] = "count"
+
+    def __post_init__(self) -> None:
+        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
+        self._set("count", _positive_int("count", self.count))
+
+    def to_dp_event(self):
+        dpa = dp_accounting()
+        if self.noise_multiplier == 0:
+            return dpa.NonPrivateDpEvent()
+        return dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(self.noise_multiplier), self.count)
+
+
+Event = Union[PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent]
+EVENT_TYPES: dict[str, type] = {
+    cls.type_name: cls for cls in (PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent)
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Read any ledger event from its ``to_dict`` form."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind not in EVENT_TYPES:
+        raise PrivacyError(
+            f"unknown ledger event {data!r}: 'type' must be one of {sorted(EVENT_TYPES)}."
+        )
+    return EVENT_TYPES[kind].from_dict(data)
