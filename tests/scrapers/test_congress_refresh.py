@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import biorxiv_replay
 import test_ca_hansard as ca
 import test_uk_hansard as uk
 import test_us_congress as us
@@ -39,20 +40,28 @@ def per_source_records():
     return out
 
 
-def test_refresh_of_all_three_sources_builds_the_congress_snapshot(lfb_home, monkeypatch):
+def test_refresh_without_sources_builds_both_datasets(lfb_home, monkeypatch):
+    """`lfb refresh` with no --sources: every source, one snapshot per dataset (biorxiv and congress)."""
     monkeypatch.setenv("GOVINFO_API_KEY", us.KEY)
     expected = per_source_records()
     assert {k: len(v[0]) for k, v in expected.items()} == {"us": 15, "uk": 314 + 123, "ca": 40}
     shutil.rmtree(lfb_home / "raw")  # the CLI run below fetches everything itself
 
+    # The real bioRxiv records keep their real dates: the 8 bioRxiv ones (2013-11-07) fall in the window,
+    # the medRxiv ones (2019) do not.
+    preprints = biorxiv_replay.real_records()
     with ReplayServer(us.recorded_app()) as us_srv, ReplayServer(uk.TwfyApp(uk.site())) as uk_srv, \
-            ReplayServer(ca.SittingsApp(ca.real_files())) as ca_srv:
+            ReplayServer(ca.SittingsApp(ca.real_files())) as ca_srv, \
+            ReplayServer(biorxiv_replay.BiorxivApp(preprints)) as bio_srv:
         env = {**os.environ, "LFB_GOVINFO_URL": us_srv.url, "LFB_TWFY_URL": uk_srv.url + uk.BASE,
-               "LFB_OURCOMMONS_URL": ca_srv.url}
-        out = subprocess.run([LFB, "refresh", "--sources", "us,uk,ca", "--since", "1997-01", "--until", "2015-12",
+               "LFB_OURCOMMONS_URL": ca_srv.url, "LFB_BIORXIV_URL": bio_srv.url}
+        out = subprocess.run([LFB, "refresh", "--since", "1997-01", "--until", "2015-12",
                               "--public-months", "0", "--json", "--quiet"], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    (info,) = json.loads(out.stdout)
+    bio, info = sorted(json.loads(out.stdout), key=lambda i: i["dataset"])
+    assert bio["dataset"] == "biorxiv"
+    in_window = [r for r in preprints if r["date"] <= "2015-12-31"]
+    assert bio["n_clients"] == biorxiv_replay.expected_clients(in_window) == 7  # 8 minus one cc_no
     assert info["dataset"] == "congress" and info["splits"]["public"] == 0
 
     records = [r for recs, _ in expected.values() for r in recs]
