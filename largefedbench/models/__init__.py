@@ -1,0 +1,33 @@
+"""Model profiles (paper, small, tiny), tokenizers, the tiny profile's pretrained GPT-2s, embeddings (DESIGN.md §7).
+
+>>> from largefedbench.data import load_snapshot
+>>> from largefedbench.models import load_models
+>>> bundle = load_models("tiny", load_snapshot("demo"))      # offline; builds the tiny models once per snapshot
+>>> model = bundle.new_downstream()                          # the eps=0 public checkpoint, a fresh copy
+"""
+
+from __future__ import annotations
+
+from largefedbench.models.device import get_device, model_device
+from largefedbench.models.embedder import embed, embedding_cache_path, load_embedder, span_embeddings
+from largefedbench.models.lm import (
+    ModelBundle, build_tiny_gpt2, load_hub_causal_lm, load_hub_tokenizer, load_models, n_params, prepare_tiny_models,
+    pretrain_lm, tiny_cache_dir,
+)
+from largefedbench.models.profiles import (
+    PROFILES, DownstreamTraining, HubModel, ModelProfile, PackagedEmbedder, TinyGPT2, TrainedBPE, get_profile,
+    list_profiles,
+)
+from largefedbench.models.tokenizer import (
+    EOT, ensure_special_tokens, lm_sequences, load_tiktoken, load_trained_tokenizer, pad_batch, save_tiktoken,
+    save_trained_tokenizer, train_bpe,
+)
+
+__all__ = [
+    "EOT", "PROFILES", "DownstreamTraining", "HubModel", "ModelBundle", "ModelProfile", "PackagedEmbedder", "TinyGPT2",
+    "TrainedBPE", "build_tiny_gpt2", "embed", "embedding_cache_path", "ensure_special_tokens", "get_device",
+    "get_profile", "list_profiles", "lm_sequences", "load_embedder", "load_hub_causal_lm", "load_hub_tokenizer",
+    "load_models", "load_tiktoken", "load_trained_tokenizer", "model_device", "n_params", "pad_batch",
+    "prepare_tiny_models", "pretrain_lm", "save_tiktoken", "save_trained_tokenizer", "span_embeddings",
+    "tiny_cache_dir", "train_bpe",
+]

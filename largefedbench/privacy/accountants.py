@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Iterable, Sequence
 
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.events import Event, GaussianEvent, TreeAggregationEvent, dp_accounting
 
-__all__ = ["ACCOUNTANTS", "resolve_accountant", "make_accountant", "compose_events", "epsilon_of"]
+__all__ = ["ACCOUNTANTS", "check_delta", "compose_events", "epsilon_of", "make_accountant", "resolve_accountant"]
 
 ACCOUNTANTS: dict[str, str] = {
     "auto": "tree if the events include tree aggregation, else pld if they include a plain "
@@ -128,8 +129,10 @@ def _opacus_accountant_class():
             if self.mechanism == "prv":
                 import numpy as np  # noqa: PLC0415
 
-                # PRV of q = 1 takes log(0) on its (unused) lower branch.
-                with np.errstate(divide="ignore"):
+                # PRV of q = 1 takes log(0) on its (unused) lower branch, and opacus sizes the PRV
+                # domain with an RDP bound whose order warning says nothing about the PRV result.
+                with np.errstate(divide="ignore"), warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Optimal order is the (largest|smallest) alpha")
                     return float(accountant.get_epsilon(delta=target_delta, eps_error=PRV_EPS_ERROR))
             return float(accountant.get_epsilon(delta=target_delta))
 

@@ -94,7 +94,8 @@ def _opacus_search(event: PoissonGaussianEvent, epsilon: float, delta: float) ->
         ) from err
 
 
-def _brent_search(fn, name, probe, epsilon, delta, bracket, tol) -> float:
+def _brent_search(fn, name, probe, epsilon, delta, bracket, tol) -> float | None:
+    """dp_accounting's Brent search; None if an explicit ``bracket`` does not bracket the root."""
     dpa = dp_accounting()
     try:
         return float(
@@ -114,6 +115,10 @@ def _brent_search(fn, name, probe, epsilon, delta, bracket, tol) -> float:
         ) from err
     except dpa.UnsupportedEventError as err:
         raise PrivacyError(f"the {name!r} accountant cannot account this plan: {err}") from err
+    except ValueError:  # brentq: an ExplicitBracketInterval that does not bracket the root
+        if not isinstance(bracket, dpa.ExplicitBracketInterval):
+            raise
+        return None
 
 
 def _check_reachable(fn, epsilon: float, delta: float) -> None:
@@ -138,8 +143,9 @@ def calibrate_noise_multiplier(
     """The smallest σ (within tolerance) whose planned events spend at most (ε, δ).
 
     ``accountant`` is a name from ``ACCOUNTANTS``. ``tol`` is the absolute σ tolerance of the
-    dp_accounting search (default 1e-6 for RDP accountants; 0.1% of σ for pld/prv). The returned
-    σ always satisfies the target under the chosen accountant.
+    dp_accounting search (default 1e-6 for RDP accountants; 0.1% of σ for pld/prv); a single
+    template Poisson event under ``rdp`` uses opacus' search, whose tolerance is 0.01 in ε. The
+    returned σ always meets the target under the chosen accountant.
     """
     epsilon, delta = check_target(epsilon, delta)
     fn, templates = _as_plan(plan)
@@ -158,14 +164,19 @@ def calibrate_noise_multiplier(
             return _opacus_search(templates[0], epsilon, delta)
         if name in ("pld", "prv"):
             # Numerical accountants are slow (and memory-hungry) at small σ: bracket their σ
-            # just below the RDP σ, which is an upper bound for it.
+            # just below the RDP σ, which is (up to discretisation slack) an upper bound for it.
             upper = _brent_search(
                 fn, "rdp", probe, epsilon, delta,
-                dpa.LowerEndpointAndGuess(MIN_NOISE_MULTIPLIER, 1.0), 1e-6,
+                dpa.LowerEndpointAndGuess(MIN_NOISE_MULTIPLIER, 1.0), 1e-4,
             )
-            bracket = dpa.LowerEndpointAndGuess(upper / 2, upper)
             tol = NUMERICAL_RELATIVE_TOL * upper if tol is None else tol
-            return _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
+            sigma = _brent_search(
+                fn, name, probe, epsilon, delta, dpa.ExplicitBracketInterval(upper / 2, upper), tol
+            )
+            if sigma is None:  # rare: search outward from the RDP σ instead
+                bracket = dpa.LowerEndpointAndGuess(upper / 2, upper)
+                sigma = _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
+            return sigma
         bracket = dpa.LowerEndpointAndGuess(MIN_NOISE_MULTIPLIER, 1.0)
         return _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
 

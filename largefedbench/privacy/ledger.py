@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator
 from largefedbench.errors import PrivacyError
 from largefedbench.privacy.accountants import epsilon_of
 from largefedbench.privacy.events import (
+    EVENT_TYPES,
     Event,
     GaussianEvent,
     PoissonGaussianEvent,
@@ -47,7 +48,7 @@ class PrivacyLedger:
 
     def append(self, event: Event) -> None:
         """Add ``event``, merging it into the last event when only the count differs."""
-        if not isinstance(event, (PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent)):
+        if not isinstance(event, tuple(EVENT_TYPES.values())):
             raise PrivacyError(f"a privacy ledger holds privacy events, got {event!r}.")
         merged = self._events[-1].merged_with(event) if self._events else None
         if merged is None:

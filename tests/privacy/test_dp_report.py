@@ -71,3 +71,35 @@ def test_pld_calibration_of_rounds_plus_histogram():
     assert epsilon_of(plan(sigma), 1e-6, "pld") <= 3.0
     assert epsilon_of(plan(sigma * 0.99), 1e-6, "pld") > 3.0  # within the 0.1% search tolerance
     assert epsilon_of(plan(sigma), 1e-6, "rdp") > 3.0  # PLD is tighter: RDP would need more noise
+
+
+def test_pld_search_falls_back_when_the_rdp_bracket_misses(monkeypatch):
+    import dp_accounting as dpa
+
+    from largefedbench.privacy import analytic_gaussian_sigma, calibration
+
+    real = calibration._brent_search
+    used = []
+
+    def explicit_bracket_misses(fn, name, probe, epsilon, delta, bracket, tol):
+        used.append(type(bracket).__name__)
+        if isinstance(bracket, dpa.ExplicitBracketInterval):
+            return None
+        return real(fn, name, probe, epsilon, delta, bracket, tol)
+
+    monkeypatch.setattr(calibration, "_brent_search", explicit_bracket_misses)
+    sigma = calibrate_noise_multiplier(GaussianEvent(1.0, 4), 1.0, 1e-5, accountant="pld")
+    assert used == ["LowerEndpointAndGuess", "ExplicitBracketInterval", "LowerEndpointAndGuess"]
+    assert sigma == pytest.approx(2 * analytic_gaussian_sigma(1.0, 1e-5), rel=2e-3)
+
+
+def test_importing_the_package_loads_no_heavy_library():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, largefedbench.privacy as p; p.PrivacyLedger().record(noise_multiplier=1.0, sample_rate=0.1); "
+        "print(sorted(m for m in ('torch', 'opacus', 'dp_accounting') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

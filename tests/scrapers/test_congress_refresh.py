@@ -1,7 +1,7 @@
-"""Done-when of the Congressional Speeches issue: one `lfb refresh --sources us,uk,ca` against replays of
-every recorded file builds one `congress` snapshot whose `lfb data info --json` counts are what the
-recorded days contain after each source's documented rules (each source's own tests pin the per-file counts
-and speakers; here the three run together through the CLI)."""
+"""Done-when of the Congressional Speeches issue: one `lfb refresh` (no --sources: every source) against
+replays of every recorded file builds the `congress` snapshot (and the `biorxiv` one) whose `lfb data info
+--json` counts are what the recorded days contain after each source's documented rules (each source's own
+tests pin the per-file counts and speakers; here they run together through the CLI)."""
 
 from __future__ import annotations
 
