@@ -1,0 +1,247 @@
+"""The federation: the only door through which a method touches private client data (DESIGN.md §5).
+
+A method gets a :class:`Federation` over the private train clients and may only
+
+- ``sample(rate)`` a Poisson cohort (each client in independently with probability ``rate``: the rate the
+  accountant uses) or take ``everyone()``;
+- ``map`` a client computation over each cohort client's own spans (or cached span embeddings) — one vector
+  per client, vectorised over clients where the computation allows;
+- ``noisy_sum`` the per-client vectors: each clipped to L2 norm ≤ ``clip``, summed (what secure aggregation
+  reveals), plus N(0, (σ·clip)²) noise, with the release appended to the privacy ledger.
+
+The ledger is what the entry's ε is computed from, so a release that does not go through ``noisy_sum`` is
+impossible to hide. The federation also counts the costs of POPri's Table 2: floats downloaded and uploaded
+per client per round, client and server compute seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from largefedbench.data.federated import ClientSplit
+from largefedbench.errors import InputError, PrivacyError
+from largefedbench.privacy import PrivacyLedger, add_gaussian_noise
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """The clients of one round and the Poisson rate they were sampled with."""
+
+    indices: np.ndarray  # positions in the federation's client list
+    ids: tuple[str, ...]
+    sample_rate: float
+    round: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class SpanEmbeddings:
+    """Embeddings of every span of a split, client by client: client ``i`` owns rows ``offsets[i]:offsets[i+1]``."""
+
+    vectors: np.ndarray  # (n_spans, d)
+    offsets: np.ndarray  # (n_clients + 1,)
+
+    def __post_init__(self) -> None:
+        if self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors) or np.any(np.diff(self.offsets) < 0):
+            raise InputError("span embedding offsets must start at 0, be non-decreasing and end at the number of rows")
+
+
+@dataclass
+class CostMeter:
+    """What the federation cost, round by round (the POPri paper's Table 2 columns)."""
+
+    rounds: list[dict[str, float]] = field(default_factory=list)
+
+    def _current(self, round_: int) -> dict[str, float]:
+        while len(self.rounds) <= round_:
+            self.rounds.append({"clients": 0, "floats_down_per_client": 0.0, "floats_up_per_client": 0.0,
+                                "client_seconds": 0.0, "server_seconds": 0.0})
+        return self.rounds[round_]
+
+    def add(self, round_: int, **amounts: float) -> None:
+        row = self._current(round_)
+        for key, value in amounts.items():
+            row[key] += value
+
+    def set(self, round_: int, **values: float) -> None:
+        self._current(round_).update(values)
+
+    def summary(self) -> dict[str, Any]:
+        """Means per round (and per client where the paper reports per-client costs), plus totals."""
+        if not self.rounds:
+            return {"rounds": 0}
+        n = len(self.rounds)
+        clients = [max(r["clients"], 1) for r in self.rounds]
+        return {
+            "rounds": n,
+            "floats_down_per_client_per_round": sum(r["floats_down_per_client"] for r in self.rounds) / n,
+            "floats_up_per_client_per_round": sum(r["floats_up_per_client"] for r in self.rounds) / n,
+            "client_seconds_per_client_per_round": sum(r["client_seconds"] / c for r, c in zip(self.rounds, clients)) / n,
+            "server_seconds_per_round": sum(r["server_seconds"] for r in self.rounds) / n,
+            "client_seconds_total": sum(r["client_seconds"] for r in self.rounds),
+            "server_seconds_total": sum(r["server_seconds"] for r in self.rounds),
+        }
+
+
+def clip_rows(vectors: Any, clip: float) -> Any:
+    """Scale every row with L2 norm above ``clip`` down to norm ``clip`` (numpy or torch)."""
+    if type(vectors).__module__.split(".")[0] == "torch":
+        import torch
+
+        norms = torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
+        return vectors * torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
+    vectors = np.asarray(vectors)
+    if not np.issubdtype(vectors.dtype, np.floating):
+        vectors = vectors.astype(np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors * np.minimum(1.0, clip / np.maximum(norms, 1e-12))
+
+
+class Federation:
+    """Private clients behind the DP interface; see the module docstring."""
+
+    def __init__(
+        self,
+        clients: ClientSplit,
+        *,
+        ledger: PrivacyLedger | None = None,
+        seed: int = 0,
+        embeddings: SpanEmbeddings | None = None,
+    ) -> None:
+        self._clients = clients
+        self._ids: list[str] = list(clients.ids)
+        self.ledger = ledger if ledger is not None else PrivacyLedger()
+        self.costs = CostMeter()
+        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1FB]))
+        self._noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD9]))
+        self._torch_generators: dict[str, Any] = {}
+        self._seed = seed
+        self._embeddings = embeddings
+        if embeddings is not None and len(embeddings.offsets) != len(self._ids) + 1:
+            raise InputError(f"span embeddings cover {len(embeddings.offsets) - 1} clients, the federation has {len(self._ids)}")
+        self._round = -1
+
+    # -- who takes part --------------------------------------------------------------------------------
+    @property
+    def n_clients(self) -> int:
+        return len(self._ids)
+
+    @property
+    def round(self) -> int:
+        """Index of the current round (the last cohort drawn); -1 before the first."""
+        return self._round
+
+    def sample(self, rate: float) -> Cohort:
+        """A Poisson cohort: every client joins independently with probability ``rate`` (starts a round)."""
+        if not 0.0 < rate <= 1.0:
+            raise InputError(f"sampling rate {rate} must be in (0, 1]; it is clients per round / number of clients")
+        chosen = np.flatnonzero(self._rng.random(self.n_clients) < rate)
+        return self._new_round(chosen, rate)
+
+    def everyone(self) -> Cohort:
+        """Every client, sampling rate 1 (full participation)."""
+        return self._new_round(np.arange(self.n_clients), 1.0)
+
+    def _new_round(self, indices: np.ndarray, rate: float) -> Cohort:
+        self._round += 1
+        self.costs.set(self._round, clients=float(len(indices)))
+        return Cohort(indices, tuple(self._ids[i] for i in indices), rate, self._round)
+
+    # -- client computation ----------------------------------------------------------------------------
+    def map(
+        self,
+        cohort: Cohort,
+        client_fn: Callable[[list[str]], Any] | None = None,
+        *,
+        batch_fn: Callable[[list[list[str]]], Any] | None = None,
+        download_floats: int = 0,
+    ) -> Any:
+        """One vector per cohort client from its own spans: ``client_fn(spans)`` per client, or
+        ``batch_fn([spans, …])`` once for the whole cohort (vectorised; it must not mix clients).
+
+        ``download_floats`` is what each client downloads for the computation (e.g. model parameters).
+        Returns a (len(cohort), d) numpy array or torch tensor.
+        """
+        if (client_fn is None) == (batch_fn is None):
+            raise InputError("give exactly one of client_fn (per client) or batch_fn (whole cohort)")
+        spans = [self._clients.spans(cid) for cid in cohort.ids]
+        start = time.perf_counter()
+        if batch_fn is not None:
+            out = batch_fn(spans)
+        else:
+            rows = [client_fn(s) for s in spans]
+            out = _stack(rows)
+        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
+        return out
+
+    def map_embeddings(
+        self,
+        cohort: Cohort,
+        fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+        *,
+        download_floats: int = 0,
+        chunk_clients: int = 8192,
+    ) -> np.ndarray:
+        """Vectorised client computation over cached span embeddings, in chunks of clients.
+
+        ``fn(span_vectors, owner, n)`` gets the span embeddings of ``n`` clients stacked, with ``owner[k]`` the
+        chunk-local client of row ``k``, and returns an ``(n, m)`` array (e.g. POPri's per-client scores).
+        """
+        if self._embeddings is None:
+            raise InputError("this federation was built without span embeddings; pass embeddings= to use map_embeddings")
+        emb = self._embeddings
+        parts = []
+        start = time.perf_counter()
+        for lo in range(0, len(cohort), chunk_clients):
+            idx = cohort.indices[lo : lo + chunk_clients]
+            counts = emb.offsets[idx + 1] - emb.offsets[idx]
+            rows = np.concatenate([np.arange(emb.offsets[i], emb.offsets[i + 1]) for i in idx]) if len(idx) else np.zeros(0, int)
+            owner = np.repeat(np.arange(len(idx)), counts)
+            parts.append(np.asarray(fn(emb.vectors[rows], owner, len(idx))))
+        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
+        return np.concatenate(parts) if parts else np.zeros((0, 0))
+
+    # -- the DP release --------------------------------------------------------------------------------
+    def noisy_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort) -> Any:
+        """Clip each client's vector to L2 ≤ ``clip``, sum, add N(0, (σ·clip)²); record the release."""
+        if len(vectors) != len(cohort):
+            raise PrivacyError(f"noisy_sum got {len(vectors)} vectors for a cohort of {len(cohort)} clients: one vector per client")
+        if not noise_multiplier > 0:
+            raise PrivacyError(
+                f"noise_multiplier {noise_multiplier} must be > 0 for a private release; the non-private reference "
+                "does not use noisy_sum"
+            )
+        start = time.perf_counter()
+        clipped = clip_rows(vectors, clip)
+        total = clipped.sum(0)
+        noisy = add_gaussian_noise(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
+        self.ledger.record(noise_multiplier=noise_multiplier, sample_rate=cohort.sample_rate)
+        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
+        self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
+        return noisy
+
+    def _generator_for(self, values: Any) -> Any:
+        if type(values).__module__.split(".")[0] != "torch":
+            return self._noise_rng
+        import torch
+
+        device = str(values.device)
+        if device not in self._torch_generators:
+            gen = torch.Generator(device=values.device)
+            gen.manual_seed(int(self._noise_rng.integers(2**62)))
+            self._torch_generators[device] = gen
+        return self._torch_generators[device]
+
+
+def _stack(rows: Sequence[Any]) -> Any:
+    if rows and type(rows[0]).__module__.split(".")[0] == "torch":
+        import torch
+
+        return torch.stack(list(rows))
+    return np.stack([np.asarray(r) for r in rows]) if rows else np.zeros((0, 0))
