@@ -108,9 +108,9 @@ from lxml import etree
 
 from largefedbench.data.records import Record
 from largefedbench.data.windows import Window
-from largefedbench.errors import SourceError
 
 from .base import Scraper
+from .http import MalformedResponseError
 from .cleaning import clean_text, normalize_whitespace
 
 log = logging.getLogger(__name__)
@@ -584,20 +584,9 @@ class CaHansardScraper(Scraper):
 
     def _download(self, parliament: int, session: int, number: int) -> Probe:
         path = sitting_path(parliament, session, number)
-        failures: list[ValueError] = []
-
-        def parse(body: bytes) -> Sitting:
-            try:
-                return parse_sitting(body, speeches=False)
-            except ValueError as exc:
-                failures.append(exc)
-                raise
-
         try:
-            return self.client.fetch(path, parse, refresh=self.refresh, missing_ok=True)
-        except SourceError as exc:
-            if len(failures) < self.client.settings.parse_attempts:
-                raise  # the network, not the file: stop; a new refresh resumes from the stored files
+            return self.client.fetch(path, lambda body: parse_sitting(body, speeches=False), refresh=self.refresh, missing_ok=True)
+        except MalformedResponseError as exc:  # the file, not the network: skip it, keep the other sittings
             log.warning("skipping this sitting, the other sittings are kept: %s", exc)
             return _UNREADABLE
 

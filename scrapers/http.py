@@ -33,6 +33,14 @@ T = TypeVar("T")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
+class MalformedResponseError(SourceError):
+    """The source answered, but every download of the response failed to parse (not a network failure).
+
+    A scraper may skip that one file and keep going; a plain :class:`SourceError` (the network gave up) stops
+    the refresh, which resumes from the stored responses.
+    """
+
+
 def default_rate_limit() -> float:
     """Requests per second: ``$LFB_RATE_LIMIT`` or 1.0."""
     value = os.environ.get("LFB_RATE_LIMIT", "1.0")
@@ -129,7 +137,7 @@ class HttpClient:
                 error = exc
                 kept = self.cache.quarantine(key)
                 log.warning("%s: response did not parse (%s); kept at %s, fetching again", shown, self.redact(str(exc)), kept)
-        raise SourceError(
+        raise MalformedResponseError(
             f"{shown}: the response could not be parsed after {self.settings.parse_attempts} downloads "
             f"({self.redact(str(error))}). The last one is kept at {self.cache.path(key).with_suffix('.bad')}. "
             "Records fetched so far are kept; run the same refresh again later to resume, or report the "

@@ -92,9 +92,9 @@ from lxml import etree
 
 from largefedbench.data.records import Record
 from largefedbench.data.windows import Window
-from largefedbench.errors import SourceError
 
 from .base import Scraper
+from .http import MalformedResponseError
 from .cleaning import clean_text, normalize_whitespace
 
 log = logging.getLogger(__name__)
@@ -403,27 +403,15 @@ class UkHansardScraper(Scraper):
     def fetch_day(self, name: DayFileName, rejected: Counter, *, followed: bool = False) -> DayFile | None:
         """One day file, or None when it is missing or still malformed after re-downloads (reported)."""
         url = self.client.display_url(name.path)
-        failures: list[ValueError] = []
-
-        def parse(body: bytes) -> DayFile:
-            try:
-                return parse_day(body)
-            except ValueError as exc:
-                failures.append(exc)
-                raise
-
         try:
-            day_file = self.client.fetch(name.path, parse, refresh=self.refresh, missing_ok=True)
-        except SourceError:
-            if len(failures) < self.client.settings.parse_attempts:
-                raise  # the network gave up, not the file: abort; the next run resumes from the cache
+            day_file = self.client.fetch(name.path, parse_day, refresh=self.refresh, missing_ok=True)
+        except MalformedResponseError as exc:  # the file, not the network (that aborts; the next run resumes)
             log.warning(
-                "%s: skipping %s, the file is not well-formed ParlParse XML after %d downloads (%s); the last "
-                "download is kept in the raw cache as a .bad file; report it to TheyWorkForYou if it persists",
+                "%s: skipping %s, the file is not well-formed ParlParse XML (%s); the last download is kept in the "
+                "raw cache as a .bad file; report it to TheyWorkForYou if it persists",
                 url,
                 name.day,
-                len(failures),
-                failures[-1],
+                exc,
             )
             rejected["malformed_day_file"] += 1
             return None

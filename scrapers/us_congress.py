@@ -92,7 +92,7 @@ from largefedbench.errors import SourceError
 
 from .base import Scraper
 from .cleaning import clean_text, normalize_whitespace, remove_patterns
-from .http import HttpSettings, default_rate_limit
+from .http import HttpSettings, MalformedResponseError, default_rate_limit
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -507,21 +507,10 @@ class UsCongressScraper(Scraper):
 
         Network failures are not skipped: they stop the refresh, which resumes from the stored responses.
         """
-        failures: list[ValueError] = []
-
-        def checked(body: bytes) -> T:
-            try:
-                return parse(body)
-            except ValueError as exc:
-                failures.append(exc)
-                raise
-
         url = self.client.display_url(path, params)
         try:
-            result = self._get(path, checked, params, missing_ok=True)
-        except SourceError as exc:
-            if len(failures) < self.client.settings.parse_attempts:
-                raise
+            result = self._get(path, parse, params, missing_ok=True)
+        except MalformedResponseError as exc:  # the file, not the network (that stops the refresh)
             log.warning("skipping %s: %s", url, exc)
             rejected[f"malformed_{what}"] += 1
             return None
