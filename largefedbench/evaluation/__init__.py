@@ -1,0 +1,13 @@
+"""Downstream evaluation (DESIGN.md §4, §8): next-token accuracy, downstream training, FID, gap closed."""
+
+from __future__ import annotations
+
+from largefedbench.evaluation.accuracy import accuracy_counts, next_token_accuracy
+from largefedbench.evaluation.downstream import DownstreamResult, EpochRecord, evaluate_downstream, train_downstream
+from largefedbench.evaluation.fid import fid, mean_sq_distance
+from largefedbench.evaluation.gap import gap_closed
+
+__all__ = [
+    "DownstreamResult", "EpochRecord", "accuracy_counts", "evaluate_downstream", "fid", "gap_closed",
+    "mean_sq_distance", "next_token_accuracy", "train_downstream",
+]
