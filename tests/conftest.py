@@ -15,6 +15,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+# torch's OpenMP threads sleep instead of spinning when the 2 cores are shared (else steps can be 10-30x slower);
+# set here, before any test module imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def fixture_path(*parts: str) -> Path:

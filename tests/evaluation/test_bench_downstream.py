@@ -1,0 +1,93 @@
+"""Benchmark: batched next-token accuracy vs a naive one-text-at-a-time loop (same numbers, DESIGN.md §9).
+
+Run for real with ``pytest --benchmark-enable tests/evaluation/test_bench_downstream.py``; the ratio of the
+two means is the speed-up of batching.
+"""
+
+from __future__ import annotations
+
+
+
+import pytest
+import torch
+
+from largefedbench.data import load_snapshot
+from largefedbench.evaluation import next_token_accuracy
+from largefedbench.models import load_models
+
+N_TEXTS = 120
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The demo snapshot and its tiny bundle, built once per test session in a folder shared by test modules."""
+    root = tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
+    fd = load_snapshot("demo", root=root)
+    return fd, load_models("tiny", fd, device="cpu", progress=False, root=root), root
+
+
+@pytest.fixture(scope="module")
+def task(tiny):
+    fd, bundle, _ = tiny
+    return bundle.new_downstream(), bundle.tokenizer, fd.test.all_spans()[:N_TEXTS]
+
+
+@torch.inference_mode()
+def naive_accuracy(model, tokenizer, texts, max_len: int = 64) -> dict[str, float]:
+    """The naive loop: one text per forward pass (no padding), its positions scored together."""
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    hits = {1: 0, 3: 0, 5: 0}
+    n, loss = 0, 0.0
+    for text in texts:
+        ids = torch.tensor([([bos] + tokenizer.encode(text, add_special_tokens=False) + [eos])[:max_len]])
+        logits = model(input_ids=ids).logits[0, :-1]
+        targets = ids[0, 1:]
+        top = logits.topk(5, dim=-1).indices == targets[:, None]
+        for k in hits:
+            hits[k] += int(top[:, :k].any(dim=-1).sum())
+        loss += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+        n += len(targets)
+    return {"top1": hits[1] / n, "top3": hits[3] / n, "top5": hits[5] / n, "n_tokens": n, "loss": loss / n}
+
+
+@torch.inference_mode()
+def plain_definition(model, tokenizer, texts, max_len: int = 64) -> dict[str, float]:
+    """Spec item 12 written out plainly: one text, one forward pass, then position by position."""
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    hits = {1: 0, 3: 0, 5: 0}
+    n, loss = 0, 0.0
+    for text in texts:
+        ids = ([bos] + tokenizer.encode(text, add_special_tokens=False) + [eos])[:max_len]
+        logits = model(input_ids=torch.tensor([ids])).logits[0]
+        for t in range(len(ids) - 1):
+            target = ids[t + 1]
+            order = torch.argsort(logits[t], descending=True).tolist()
+            for k in hits:
+                hits[k] += target in order[:k]
+            loss += float(torch.logsumexp(logits[t], 0) - logits[t, target])
+            n += 1
+    return {"top1": hits[1] / n, "top3": hits[3] / n, "top5": hits[5] / n, "n_tokens": n, "loss": loss / n}
+
+
+@pytest.fixture(scope="module")
+def reference(task):
+    return plain_definition(*task)
+
+
+def check(result, reference):
+    assert {k: result[k] for k in ("top1", "top3", "top5", "n_tokens")} == {k: reference[k] for k in ("top1", "top3", "top5", "n_tokens")}
+    assert result["loss"] == pytest.approx(reference["loss"], rel=1e-5)
+
+
+@pytest.mark.benchmark(group="next-token-accuracy")
+def test_bench_batched_accuracy(benchmark, task, reference):
+    model, tok, texts = task
+    result = benchmark.pedantic(next_token_accuracy, args=(model, tok, texts), kwargs={"batch_size": 64}, rounds=5, iterations=1)
+    check(result, reference)
+
+
+@pytest.mark.benchmark(group="next-token-accuracy")
+def test_bench_naive_accuracy(benchmark, task, reference):
+    model, tok, texts = task
+    result = benchmark.pedantic(naive_accuracy, args=(model, tok, texts), rounds=3, iterations=1)
+    check(result, reference)
