@@ -36,3 +36,19 @@ def lfb_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("LFB_RATE_LIMIT", "1000")
     monkeypatch.setenv("LFB_SPAN_TOKENIZER", "minilm-wordpiece")
     return home
+
+
+@pytest.fixture(scope="session")
+def shared_root(tmp_path_factory) -> Path:
+    """A folder shared by every test module of the session for expensive builds (demo snapshot, tiny models)."""
+    return tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
+
+
+@pytest.fixture(scope="session")
+def tiny(shared_root):
+    """The demo snapshot and its tiny-profile bundle, built once per test session: (fd, bundle, root)."""
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.models import load_models
+
+    fd = load_snapshot("demo", root=shared_root)
+    return fd, load_models("tiny", fd, device="cpu", progress=False, root=shared_root), shared_root

@@ -7,23 +7,12 @@ two means is the speed-up of batching.
 from __future__ import annotations
 
 
-
 import pytest
 import torch
 
-from largefedbench.data import load_snapshot
 from largefedbench.evaluation import next_token_accuracy
-from largefedbench.models import load_models
 
 N_TEXTS = 120
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """The demo snapshot and its tiny bundle, built once per test session in a folder shared by test modules."""
-    root = tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
-    fd = load_snapshot("demo", root=root)
-    return fd, load_models("tiny", fd, device="cpu", progress=False, root=root), root
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 
-
 import json
 
 import pytest
 import torch
 
-from largefedbench.data import load_snapshot
 from largefedbench.errors import InputError
 from largefedbench.evaluation import evaluate_downstream, gap_closed, next_token_accuracy, train_downstream
-from largefedbench.models import get_profile, load_models
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """The demo snapshot and its tiny bundle, built once per test session in a folder shared by test modules."""
-    root = tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
-    fd = load_snapshot("demo", root=root)
-    return fd, load_models("tiny", fd, device="cpu", progress=False, root=root), root
+from largefedbench.models import get_profile
 
 
 @pytest.fixture(scope="module")

@@ -40,10 +40,9 @@ def test_packaged_minilm_is_the_real_model(minilm):
     assert embed([], model).shape == (0, 384)
 
 
-def test_split_embeddings_are_cached_on_disk(minilm, tmp_path_factory, monkeypatch):
+def test_split_embeddings_are_cached_on_disk(minilm, tmp_path_factory, shared_root, monkeypatch):
     model, info = minilm
-    root = tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
-    fd = load_snapshot("demo", root=root)
+    fd = load_snapshot("demo", root=shared_root)
     cache_root = tmp_path_factory.mktemp("emb")
     first = span_embeddings(fd, "test", model, info["cache_key"], root=cache_root, batch_size=64, progress=False)
     path = embedding_cache_path(fd, "test", info["cache_key"], cache_root)

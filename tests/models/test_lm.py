@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 import dataclasses
 import json
 from types import SimpleNamespace
@@ -13,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from largefedbench.data import load_snapshot
 from largefedbench.errors import InputError, LfbError
 from largefedbench.evaluation import next_token_accuracy
 from largefedbench.models import (
@@ -27,14 +25,6 @@ from largefedbench.models import (
     n_params,
     tiny_cache_dir,
 )
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """The demo snapshot and its tiny bundle, built once per test session in a folder shared by test modules."""
-    root = tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
-    fd = load_snapshot("demo", root=root)
-    return fd, load_models("tiny", fd, device="cpu", progress=False, root=root), root
 
 
 def fast_tiny(steps: int = 2):

@@ -27,8 +27,8 @@ EDGE_CASES = [
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    return load_snapshot("demo", root=tmp_path_factory.getbasetemp() / "lfb-shared-tiny")
+def demo(shared_root):
+    return load_snapshot("demo", root=shared_root)
 
 
 @pytest.fixture(scope="module")
