@@ -121,7 +121,6 @@ class Federation:
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1FB]))
         self._noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD9]))
         self._torch_generators: dict[str, Any] = {}
-        self._seed = seed
         self._embeddings = embeddings
         if embeddings is not None and len(embeddings.offsets) != len(self._ids) + 1:
             raise InputError(f"span embeddings cover {len(embeddings.offsets) - 1} clients, the federation has {len(self._ids)}")

@@ -61,9 +61,6 @@ class RawCache:
         p.replace(bad)
         return bad
 
-    def drop(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)
-
 
 class Checkpoint:
     """A small JSON state file (e.g. the next cursor of a paged range), written atomically."""
