@@ -172,7 +172,10 @@ class HttpClient:
             value = value.strip()
             if value.isdigit():
                 return min(float(value), self.settings.max_retry_after)
-            when = email.utils.parsedate_to_datetime(value) if value else None
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):  # an unreadable Retry-After: fall back to our own backoff
+                when = None
             if when is not None:
                 return min(max(0.0, when.timestamp() - time.time()), self.settings.max_retry_after)
         return self._backoff(attempt)

@@ -134,6 +134,15 @@ def test_429_with_retry_after_is_honoured():
     assert len(recs) == expected_clients(corpus(1))
 
 
+def test_unreadable_retry_after_falls_back_to_backoff():
+    sleeps: list[float] = []
+    with ReplayServer(BiorxivApp(corpus(1))) as srv:
+        srv.fail_next("/details/", Reply(429, b"slow down", {"Retry-After": "soon-ish"}))
+        recs, _ = scraper(srv.url, sleeps).fetch(WINDOW, progress=False)
+    assert len(recs) == expected_clients(corpus(1))
+    assert any(0.01 <= s < 1 for s in sleeps)  # the client's own backoff (base 0.01 s), not a crash
+
+
 def test_500_then_success():
     sleeps: list[float] = []
     with ReplayServer(BiorxivApp(corpus(1))) as srv:
