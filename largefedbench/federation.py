@@ -143,6 +143,16 @@ class Federation:
         chosen = np.flatnonzero(self._rng.random(self.n_clients) < rate)
         return self._new_round(chosen, rate)
 
+    def epoch(self, per_round: int) -> list[Cohort]:
+        """One DP-FTRL epoch: the clients shuffled and cut into ``n_clients // per_round`` disjoint cohorts of
+        ``per_round`` clients (the remainder sits the epoch out), so each client takes part at most once per
+        epoch — the participation the tree-aggregation accountant assumes. Each cohort starts a round when used."""
+        if not 1 <= per_round <= self.n_clients:
+            raise InputError(f"per_round={per_round} must be between 1 and the number of clients ({self.n_clients})")
+        order = self._rng.permutation(self.n_clients)
+        n = self.n_clients // per_round
+        return [PlannedCohort(self, order[i * per_round : (i + 1) * per_round], per_round / self.n_clients) for i in range(n)]
+
     def everyone(self) -> Cohort:
         """Every client, sampling rate 1 (full participation)."""
         return self._new_round(np.arange(self.n_clients), 1.0)
@@ -225,6 +235,58 @@ class Federation:
         self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
         return noisy
 
+    def noisy_prefix_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort,
+                         tree: "TreePrefixSum") -> Any:
+        """DP-FTRL's release: the running sum of clipped per-client sums since the epoch began, with the noise of
+        a binary tree aggregator (Kairouz et al. 2021, §3): each tree node gets N(0, (σ·clip)²) once, and the prefix
+        sum after round t carries the node noises of t's binary decomposition. The first round of each tree records
+        one ``TreeAggregationEvent`` epoch (accounted under REPLACE_SPECIAL by dp-accounting)."""
+        if len(vectors) != len(cohort):
+            raise PrivacyError(f"noisy_prefix_sum got {len(vectors)} vectors for a cohort of {len(cohort)} clients")
+        if not noise_multiplier > 0:
+            raise PrivacyError(f"noise_multiplier {noise_multiplier} must be > 0 for a private release")
+        start = time.perf_counter()
+        total = clip_rows(vectors, clip).sum(0)
+        if tree.steps == 0:
+            self.ledger.record_tree(noise_multiplier=noise_multiplier, rounds_per_epoch=tree.rounds_per_epoch)
+        noisy = tree.add(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
+        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
+        self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
+        return noisy
+
+    def release_without_noise(self) -> list[str]:
+        """Every span of every client, in the clear: only the ε = ∞ (non-private) reference may call this.
+        The release is recorded in the ledger as a noiseless Gaussian event, so its ε is computed as infinite."""
+        self.ledger.record_gaussian(noise_multiplier=0.0)
+        return self._clients.all_spans()
+
+    # -- resume ----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs to continue exactly: RNG states, round, ledger, costs."""
+        return {
+            "round": self._round,
+            "rng": self._rng.bit_generator.state,
+            "noise_rng": self._noise_rng.bit_generator.state,
+            "torch_generators": {dev: g.get_state() for dev, g in self._torch_generators.items()},
+            "ledger": self.ledger.to_dict(),
+            "costs": [dict(r) for r in self.costs.rounds],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._round = int(state["round"])
+        self._rng.bit_generator.state = state["rng"]
+        self._noise_rng.bit_generator.state = state["noise_rng"]
+        if state["torch_generators"]:
+            import torch
+
+            self._torch_generators = {}
+            for dev, gen_state in state["torch_generators"].items():
+                gen = torch.Generator(device=dev)
+                gen.set_state(gen_state)
+                self._torch_generators[dev] = gen
+        self.ledger = PrivacyLedger.from_dict(state["ledger"])
+        self.costs.rounds = [dict(r) for r in state["costs"]]
+
     def _generator_for(self, values: Any) -> Any:
         if type(values).__module__.split(".")[0] != "torch":
             return self._noise_rng
@@ -236,6 +298,60 @@ class Federation:
             gen.manual_seed(int(self._noise_rng.integers(2**62)))
             self._torch_generators[device] = gen
         return self._torch_generators[device]
+
+
+class PlannedCohort:
+    """A cohort of a shuffled DP-FTRL epoch; ``start()`` makes it the current round and returns the :class:`Cohort`."""
+
+    def __init__(self, fed: Federation, indices: np.ndarray, rate: float) -> None:
+        self._fed, self._indices, self._rate = fed, indices, rate
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def start(self) -> Cohort:
+        return self._fed._new_round(self._indices, self._rate)
+
+
+class TreePrefixSum:
+    """The binary-tree aggregator of DP-FTRL for one epoch (restart = a new instance).
+
+    After ``t`` additions it returns Σ_{s≤t} x_s + Σ of the noises of the tree nodes that cover [1, t]
+    (one node per set bit of t), so every prefix sum carries at most ⌈log₂(t+1)⌉ node noises and each
+    node's noise is drawn once."""
+
+    def __init__(self, rounds_per_epoch: int) -> None:
+        if rounds_per_epoch < 1:
+            raise InputError("a tree epoch needs at least one round")
+        self.rounds_per_epoch = int(rounds_per_epoch)
+        self.steps = 0
+        self._sum: Any = None
+        self._nodes: dict[tuple[int, int], Any] = {}  # (level, index) -> noise of that node
+
+    def add(self, value: Any, *, noise_multiplier: float, clip: float, generator: Any) -> Any:
+        if self.steps >= self.rounds_per_epoch:
+            raise PrivacyError(f"the tree epoch has {self.rounds_per_epoch} rounds; start a new TreePrefixSum to restart")
+        self.steps += 1
+        self._sum = value if self._sum is None else self._sum + value
+        t, noise, start = self.steps, None, 0
+        for level in reversed(range(t.bit_length())):
+            if t >> level & 1:
+                key = (level, start >> level)
+                if key not in self._nodes:
+                    self._nodes[key] = add_gaussian_noise(value * 0, noise_multiplier=noise_multiplier, clip=clip,
+                                                          generator=generator)
+                noise = self._nodes[key] if noise is None else noise + self._nodes[key]
+                start += 1 << level
+        return self._sum + noise
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rounds_per_epoch": self.rounds_per_epoch, "steps": self.steps, "sum": self._sum, "nodes": dict(self._nodes)}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "TreePrefixSum":
+        tree = cls(state["rounds_per_epoch"])
+        tree.steps, tree._sum, tree._nodes = state["steps"], state["sum"], dict(state["nodes"])
+        return tree
 
 
 def _stack(rows: Sequence[Any]) -> Any:

@@ -1,0 +1,167 @@
+"""The method registry (DESIGN.md §4): built-ins as lazy ``"module:Class"`` strings, third-party methods through
+the entry-point group ``largefedbench.methods``, and ``MODULE:Class`` / ``path/to/file.py:Class`` references for
+trying a method before packaging it. Nothing is imported until a method is asked for.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, is_dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from largefedbench.contract import OUTPUT_KINDS, Method
+from largefedbench.errors import MethodError
+
+__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "get_method", "list_methods", "method_names"]
+
+ENTRY_POINT_GROUP = "largefedbench.methods"
+
+#: name -> "module:Class" of every built-in method (imported on first use).
+BUILTIN_METHODS: dict[str, str] = {
+    "public": "largefedbench.methods.references:PublicReference",
+    "non-private": "largefedbench.methods.references:NonPrivateReference",
+    "dp-fedavg": "largefedbench.methods.dp_fedavg:DPFedAvg",
+    "dp-ftrl": "largefedbench.methods.dp_ftrl:DPFTRL",
+}
+
+
+def _register_optional() -> None:
+    """Methods whose modules ship with later parts of the project register here when present."""
+    optional = {
+        "pe": "largefedbench.methods.pe:PrivateEvolution",
+        "pe-sft": "largefedbench.methods.pe:PrivateEvolutionSFT",
+        "popri": "largefedbench.methods.popri:POPri",
+        "dp-resample": "largefedbench.methods.dp_resample:DPInstructionResampling",
+        "fedbis": "largefedbench.methods.fedbiscuit:FedBis",
+        "fedbiscuit": "largefedbench.methods.fedbiscuit:FedBiscuit",
+        "weak-client-voting": "largefedbench.methods.weak_client_voting:WeakClientVoting",
+        "ctcl": "largefedbench.methods.ctcl:CTCL",
+    }
+    for name, target in optional.items():
+        module = target.split(":")[0]
+        if importlib.util.find_spec(module) is not None:
+            BUILTIN_METHODS.setdefault(name, target)
+
+
+_register_optional()
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """One row of ``lfb methods``."""
+
+    name: str
+    target: str
+    source: str  # "built-in" or the distribution that registered it
+    paper: str = ""
+    output: str = ""
+    status: str = ""
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("name", "target", "source", "paper", "output", "status", "error")}
+
+
+def _third_party() -> dict[str, tuple[str, str]]:
+    found: dict[str, tuple[str, str]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "entry point"
+        found[ep.name] = (ep.value, dist)
+    return found
+
+
+def _all_targets() -> dict[str, tuple[str, str]]:
+    targets = {name: (target, "built-in") for name, target in BUILTIN_METHODS.items()}
+    for name, (target, dist) in _third_party().items():
+        if name in targets:
+            continue  # a built-in name cannot be taken over by a plug-in
+        targets[name] = (target, dist)
+    return targets
+
+
+def method_names() -> list[str]:
+    """Every registered name (built-ins first)."""
+    return list(_all_targets())
+
+
+def _import_target(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise MethodError(f"{target!r} is not a 'module:Class' reference")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise MethodError(f"no method file {path}: give an existing .py file as path/to/file.py:Class")
+        spec = importlib.util.spec_from_file_location(f"lfb_user_method_{abs(hash(path.resolve()))}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise MethodError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
+def check_method_class(cls: Any, where: str) -> type:
+    """Raise :class:`MethodError` naming what is missing unless ``cls`` follows the method contract."""
+    problems = []
+    if not inspect.isclass(cls):
+        raise MethodError(f"{where} is not a class (a method is a class with name, paper, output, Config and train)")
+    for attr in ("name", "paper", "output", "Config"):
+        if not hasattr(cls, attr):
+            problems.append(f"class attribute {attr!r} is missing")
+    if not callable(getattr(cls, "train", None)) or getattr(cls, "train", None) is Method.train:
+        problems.append("train(self, fed, public, cfg, budget) is not implemented")
+    cfg = getattr(cls, "Config", None)
+    if cfg is not None:
+        if not is_dataclass(cfg):
+            problems.append("Config must be a dataclass")
+        elif not callable(getattr(cfg, "tiny", None)):
+            problems.append("Config.tiny() (a configuration for CPU tests) is missing")
+    if getattr(cls, "output", None) not in OUTPUT_KINDS:
+        problems.append(f"output must be one of {OUTPUT_KINDS}, got {getattr(cls, 'output', None)!r}")
+    if problems:
+        raise MethodError(f"{where} does not follow the method contract: " + "; ".join(problems)
+                          + ". See CONTRIBUTING.md, 'Writing a method'.")
+    return cls
+
+
+def get_method(name: str) -> type:
+    """The method class registered as ``name`` (or loaded from ``module:Class`` / ``file.py:Class``)."""
+    if ":" in name and name not in _all_targets():
+        return check_method_class(_import_target(name), name)
+    targets = _all_targets()
+    if name not in targets:
+        close = difflib.get_close_matches(name, targets, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise MethodError(f"unknown method {name!r}.{hint} Known methods: {', '.join(sorted(targets))} "
+                          "(`lfb methods` lists them; a plug-in registers in the entry-point group "
+                          f"{ENTRY_POINT_GROUP!r}, or pass module:Class).")
+    target, _source = targets[name]
+    try:
+        cls = _import_target(target)
+    except ImportError as exc:
+        raise MethodError(f"method {name!r} ({target}) cannot be imported: {exc}. Install its dependencies "
+                          "(pip install -e '.[train]' for the built-ins).") from exc
+    return check_method_class(cls, f"method {name!r} ({target})")
+
+
+def list_methods() -> list[MethodInfo]:
+    """Every registered method with paper, output kind and status; a method that fails to import says why."""
+    rows = []
+    for name, (target, source) in _all_targets().items():
+        try:
+            cls = get_method(name)
+        except Exception as exc:  # a broken plug-in must not hide the others
+            rows.append(MethodInfo(name, target, source, status="broken", error=str(exc)))
+            continue
+        rows.append(MethodInfo(name, target, source, paper=cls.paper, output=cls.output, status=cls.status))
+    return rows
