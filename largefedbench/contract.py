@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -28,7 +29,12 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.io import atomic_write_bytes
 
 __all__ = [
-    "Artifact", "Method", "PublicResources", "config_from_overrides", "config_to_dict", "OUTPUT_KINDS",
+    "OUTPUT_KINDS",
+    "Artifact",
+    "Method",
+    "PublicResources",
+    "config_from_overrides",
+    "config_to_dict",
 ]
 
 OUTPUT_KINDS = ("synthetic text", "model")
@@ -47,14 +53,14 @@ class Artifact:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def synthetic(cls, texts: Iterable[str], **info: Any) -> "Artifact":
+    def synthetic(cls, texts: Iterable[str], **info: Any) -> Artifact:
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if not texts:
             raise MethodError("the method produced no synthetic text: nothing to train the downstream model on")
         return cls("synthetic text", texts=texts, info=info)
 
     @classmethod
-    def trained_model(cls, model: Any, **info: Any) -> "Artifact":
+    def trained_model(cls, model: Any, **info: Any) -> Artifact:
         if model is None:
             raise MethodError("the method returned no model")
         return cls("model", model=model, info=info)
@@ -74,7 +80,7 @@ class Method:
     #: does ``fed.map_embeddings`` need the cached span embeddings of the private train clients?
     needs_span_embeddings: ClassVar[bool] = False
 
-    def train(self, fed, public: "PublicResources", cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract
+    def train(self, fed, public: PublicResources, cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract
         raise NotImplementedError
 
 

@@ -17,8 +17,9 @@ per client per round, client and server compute seconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -236,7 +237,7 @@ class Federation:
         return noisy
 
     def noisy_prefix_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort,
-                         tree: "TreePrefixSum") -> Any:
+                         tree: TreePrefixSum) -> Any:
         """DP-FTRL's release: the running sum of clipped per-client sums since the epoch began, with the noise of
         a binary tree aggregator (Kairouz et al. 2021, §3): each tree node gets N(0, (σ·clip)²) once, and the prefix
         sum after round t carries the node noises of t's binary decomposition. The first round of each tree records
@@ -348,7 +349,7 @@ class TreePrefixSum:
         return {"rounds_per_epoch": self.rounds_per_epoch, "steps": self.steps, "sum": self._sum, "nodes": dict(self._nodes)}
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> "TreePrefixSum":
+    def from_state_dict(cls, state: dict[str, Any]) -> TreePrefixSum:
         tree = cls(state["rounds_per_epoch"])
         tree.steps, tree._sum, tree._nodes = state["steps"], state["sum"], dict(state["nodes"])
         return tree

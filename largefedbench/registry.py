@@ -160,7 +160,7 @@ def list_methods() -> list[MethodInfo]:
     for name, (target, source) in _all_targets().items():
         try:
             cls = get_method(name)
-        except Exception as exc:  # a broken plug-in must not hide the others
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in must not hide the others
             rows.append(MethodInfo(name, target, source, status="broken", error=str(exc)))
             continue
         rows.append(MethodInfo(name, target, source, paper=cls.paper, output=cls.output, status=cls.status))

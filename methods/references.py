@@ -21,7 +21,7 @@ class ReferenceConfig:
     """No settings: the downstream training of the profile is used as is."""
 
     @classmethod
-    def tiny(cls) -> "ReferenceConfig":
+    def tiny(cls) -> ReferenceConfig:
         return cls()
 
 
