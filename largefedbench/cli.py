@@ -19,6 +19,9 @@ EPILOG = """examples:
   lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08
   lfb data info demo --json
   lfb cutoffs
+  lfb methods
+  lfb eval --method dp-fedavg                     offline: the demo snapshot, tiny profile, seeds 0,1,2
+  lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7
 """
 
 
@@ -177,6 +180,72 @@ def cmd_refresh(args) -> int:
     return 0
 
 
+# --- methods and eval ----------------------------------------------------------------------------------------
+def cmd_methods(args) -> int:
+    from largefedbench.registry import list_methods
+
+    rows = [m.to_dict() for m in list_methods()]
+    if args.json:
+        _print_json(rows)
+        return 0
+    print(f"{'name':<20}{'output':<16}{'status':<10}paper")
+    for r in rows:
+        detail = r["paper"] if r["status"] != "broken" else f"cannot load: {r['error']}"
+        src = "" if r["source"] == "built-in" else f" [{r['source']}]"
+        print(f"{r['name']:<20}{r['output'] or '-':<16}{r['status']:<10}{detail}{src}")
+    return 0
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    from largefedbench.errors import InputError
+
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"--seeds {text!r}: give comma-separated integers, e.g. 0,1,2") from None
+
+
+def _set_pairs(pairs: list[str]) -> dict[str, str]:
+    from largefedbench.errors import InputError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set {pair!r} must look like KEY=VALUE, e.g. --set rounds=5")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_eval(args) -> int:
+    from largefedbench.harness import EvalRequest, run_eval
+
+    defaults = args.dataset is None and args.profile is None
+    if defaults:
+        print("lfb eval: no --dataset or --profile given: running on the offline demo snapshot with the tiny profile "
+              "(CPU-sized models; the numbers check the pipeline, they are not paper numbers)", file=sys.stderr)
+    request = EvalRequest(
+        method=args.method, dataset=args.dataset or "demo", epsilon=args.epsilon, delta=args.delta,
+        profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
+        preset=args.preset, out=args.out, root=args.root, device=args.device, progress=not args.quiet,
+    )
+    result = run_eval(request)
+    if args.json:
+        _print_json(result.entry)
+        return 0
+    m = result.entry["metrics"]
+    acc = m["next_token_accuracy"]["top1"]
+    print(f"method {result.entry['method']['name']}: test top-1 {acc['mean']:.4f} ± {acc['std']:.4f} over seeds "
+          f"{result.entry['seeds']}; ε = {result.entry['privacy']['epsilon']} (δ = {result.entry['privacy']['delta']:g}, "
+          f"{result.entry['privacy']['accountant']} accountant)")
+    print(f"references: ε=0 top-1 {m['reference_public']['top1']['mean']:.4f}, ε=∞ top-1 "
+          f"{m['reference_non_private']['top1']['mean']:.4f}; gap closed {m['gap_closed']['mean']:.3f}")
+    print(f"entry written to {result.path}")
+    for name, path in result.plots.items():
+        print(f"plot {name}: {path}")
+    return 0
+
+
 # --- parser --------------------------------------------------------------------------------------------
 def _add_common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--out", type=Path, default=None, help="root folder instead of $LFB_HOME")
@@ -254,6 +323,30 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
     privacy.set_defaults(func=lambda a: (privacy.print_help(), 2)[1])
+
+    p = sub.add_parser("methods", help="the registered methods: name, paper, output kind, status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("eval", help="run a method under an (epsilon, delta) budget and write a leaderboard entry",
+                       description="Run METHOD for each seed, train/evaluate the downstream model, compute epsilon from "
+                       "the privacy ledger and write leaderboard/entries/DATASET/METHOD/ENTRY.json. With only --method "
+                       "it runs offline on the demo snapshot with the tiny profile. A killed run resumes when the same "
+                       "command is run again.")
+    p.add_argument("--method", required=True, help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+    p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: demo)")
+    p.add_argument("--epsilon", type=float, help="user-level epsilon (default 1, POPri's strict regime)")
+    p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
+    p.add_argument("--profile", help="tiny (offline, CPU), small (one GPU) or paper (default: tiny)")
+    p.add_argument("--preset", choices=["paper", "tiny"], help="method defaults: paper or tiny (default: tiny with the tiny profile, else paper)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries with >= 3)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
+    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder to write the entry under (default ./leaderboard)")
+    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
+    p.add_argument("--json", action="store_true", help="print the entry")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
     p.add_argument("--json", action="store_true")

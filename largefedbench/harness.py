@@ -1,0 +1,441 @@
+"""The harness: run one method on one snapshot under an (ε, δ) budget for several seeds -> a leaderboard entry.
+
+Everything that can be wrong with a request (method, ``--set`` keys, budget, profile, snapshot, δ against the
+number of clients, an empty window) is checked in :func:`prepare` before any model is loaded. Each seed's
+result is stored under ``<out>/.runs/<entry-id>/seed-<s>/`` as soon as it is done, and methods checkpoint every
+round there, so a killed run resumes where it stopped when the same command is run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from largefedbench import __version__
+from largefedbench.contract import PublicResources, config_from_overrides, config_to_dict
+from largefedbench.errors import InputError, MethodError, PrivacyError, SnapshotError
+from largefedbench.io import atomic_write_json
+from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry, epsilon_json
+from largefedbench.paths import lfb_home
+from largefedbench.privacy import PrivacyBudget, PrivacyLedger, resolve_accountant
+
+__all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval"]
+
+DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
+DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
+#: a method's ledger may exceed its target ε by this relative slack (calibration tolerance) before the run fails
+EPSILON_SLACK = 0.01
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What ``lfb eval`` was asked to do."""
+
+    method: str
+    dataset: str = "demo"
+    epsilon: float | None = None
+    delta: float | None = None
+    profile: str = "tiny"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    overrides: dict[str, str] = field(default_factory=dict)
+    preset: str | None = None  # "paper" | "tiny"; default: tiny for the tiny profile, else paper
+    out: Path = Path("leaderboard")
+    root: Path | None = None  # $LFB_HOME override (snapshots, model and reference caches)
+    device: str | None = None
+    progress: bool = True
+    command: str = ""
+
+
+@dataclass
+class Prepared:
+    """A checked request: the method, its resolved config, budget, snapshot and profile."""
+
+    request: EvalRequest
+    method_cls: type
+    method_source: str
+    config: Any
+    preset: str
+    budget: PrivacyBudget
+    fd: Any
+    profile: Any
+    entry_id: str
+    entry_path: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.request.out / ".runs" / self.entry_id
+
+
+@dataclass
+class EvalResult:
+    entry: dict[str, Any]
+    path: Path
+    plots: dict[str, Path]
+
+
+# -- checks before any work ---------------------------------------------------------------------------------
+def _budget_for(method_cls: type, epsilon: float | None, delta: float | None) -> PrivacyBudget:
+    fixed = getattr(method_cls, "fixed_epsilon", None)
+    delta = DEFAULT_DELTA if delta is None else delta
+    if fixed is not None:
+        if epsilon is not None and float(epsilon) != fixed:
+            raise InputError(f"method {method_cls.name!r} is the ε = {fixed:g} reference and runs at that ε only; "
+                             "drop --epsilon")
+        return PrivacyBudget(fixed, delta if fixed != 0 else 0.0)
+    epsilon = DEFAULT_EPSILON if epsilon is None else epsilon
+    if not epsilon > 0:
+        raise PrivacyError(f"--epsilon {epsilon:g}: ε must be > 0. The ε = 0 point is the public model: "
+                           "--method public (every entry carries it as a reference).")
+    if math.isinf(epsilon):
+        raise PrivacyError("--epsilon inf is the non-private reference: --method non-private (every entry carries "
+                           "it as a reference).")
+    if not 0 < delta < 1:
+        raise PrivacyError(f"--delta {delta:g} must be in (0, 1), well below 1/number of clients; e.g. {DEFAULT_DELTA:g}")
+    return PrivacyBudget(epsilon, delta)
+
+
+def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    eps = "inf" if math.isinf(budget.epsilon) else f"{budget.epsilon:g}"
+    snap = fd.manifest["name"].lower()
+    return f"{method}--{snap}--{profile}--eps{eps}--{digest}".replace("+", "")[:128]
+
+
+def prepare(request: EvalRequest) -> Prepared:
+    """Resolve and check everything about ``request``; raises a clear :class:`LfbError` before any work."""
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.models import get_profile
+    from largefedbench.registry import get_method
+
+    method_cls = get_method(request.method)
+    if not request.seeds:
+        raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
+    if len(set(request.seeds)) != len(request.seeds):
+        raise InputError(f"--seeds {','.join(map(str, request.seeds))} repeats a seed")
+    profile = get_profile(request.profile)
+    preset = request.preset or ("tiny" if profile.name == "tiny" else "paper")
+    if preset not in ("paper", "tiny"):
+        raise InputError(f"--preset {preset!r}: use paper (the paper's defaults) or tiny (CPU-sized)")
+    base = method_cls.Config.tiny() if preset == "tiny" else method_cls.Config()
+    config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
+    budget = _budget_for(method_cls, request.epsilon, request.delta)
+    fd = load_snapshot(request.dataset, root=request.root)
+    for split in ("train", "validation", "test"):
+        if len(fd[split]) == 0:
+            raise SnapshotError(
+                f"snapshot {fd.manifest['name']!r} has no {split} clients: its window holds too few records. "
+                "Widen the window (`lfb refresh --since … --until …`) or pick another snapshot (`lfb data list`)."
+            )
+    n_train = len(fd.train)
+    if budget.delta > 0:
+        budget.check_clients(n_train)
+    source = "built-in" if request.method in _builtin_names() else getattr(method_cls, "__module__", "?")
+    key = {
+        "method": f"{method_cls.__module__}:{method_cls.__qualname__}", "config": config_to_dict(config), "preset": preset,
+        "snapshot": fd.manifest["content_sha256"], "profile": profile.name, "seeds": list(request.seeds),
+        "epsilon": str(budget.epsilon), "delta": budget.delta, "schema": SCHEMA_VERSION,
+    }
+    entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
+    dataset = fd.manifest["dataset"].lower()
+    path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
+    return Prepared(request, method_cls, source, config, preset, budget, fd, profile, entry_id, path)
+
+
+def _builtin_names() -> set[str]:
+    from largefedbench.registry import BUILTIN_METHODS
+
+    return set(BUILTIN_METHODS)
+
+
+# -- one seed -------------------------------------------------------------------------------------------------
+class _Evaluator:
+    """The harness's side of a run: validation/test texts, downstream training, cached references."""
+
+    def __init__(self, prep: Prepared, bundle, log: Callable[[str], None]) -> None:
+        self.prep, self.bundle, self.log = prep, bundle, log
+        fd = prep.fd
+        self.validation_texts = fd.validation.all_spans()
+        self.test_texts = fd.test.all_spans()
+        self.training = prep.profile.downstream_training
+
+    def accuracy(self, model, texts: list[str]) -> dict[str, float]:
+        from largefedbench.evaluation import next_token_accuracy
+
+        return next_token_accuracy(model, self.bundle.tokenizer, texts, max_len=self.training.max_len,
+                                   batch_size=self.training.eval_batch_size)
+
+    def train_on(self, texts: list[str], seed: int):
+        from largefedbench.evaluation import train_downstream
+
+        result = train_downstream(self.bundle.new_downstream(), self.bundle.tokenizer, texts, self.validation_texts,
+                                  seed=seed, progress=self.prep.request.progress, **self.training.as_kwargs())
+        return result.model
+
+    def public_resources(self, seed: int, run_dir: Path | None) -> PublicResources:
+        return PublicResources(
+            fd=self.prep.fd, models=self.bundle, seed=seed, run_dir=run_dir, progress=self.prep.request.progress,
+            validation_accuracy=lambda m: self.accuracy(m, self.validation_texts),
+            train_downstream=lambda texts: self.train_on(texts, seed),
+        )
+
+    def federation(self, method_cls: type, seed: int):
+        from largefedbench.federation import Federation, SpanEmbeddings
+
+        embeddings = None
+        if getattr(method_cls, "needs_span_embeddings", False):
+            vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
+            offsets = np.concatenate([[0], np.cumsum(self.prep.fd.train.span_counts())])
+            embeddings = SpanEmbeddings(vectors, offsets)
+        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings)
+
+    # references, cached per (snapshot, profile models, downstream training, seed)
+    def _reference_path(self, name: str, seed: int | None) -> Path:
+        info = self.bundle.describe()
+        key = {"snapshot": self.prep.fd.manifest["content_sha256"], "profile": self.prep.profile.name,
+               "downstream": info.get("downstream", {}).get("sha256") or info.get("downstream", {}).get("id"),
+               "training": dataclasses.asdict(self.training), "lfb": __version__}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        root = self.prep.request.root or lfb_home()
+        return Path(root) / "references" / digest / (f"{name}-seed{seed}.json" if seed is not None else f"{name}.json")
+
+    def reference(self, name: str, seed: int) -> dict[str, float]:
+        from largefedbench.methods.references import NonPrivateReference, PublicReference
+
+        path = self._reference_path(name, None if name == "public" else seed)
+        if path.exists():
+            return json.loads(path.read_text())
+        self.log(f"computing the ε = {'0' if name == 'public' else '∞'} reference (seed {seed}); cached for later runs")
+        cls = PublicReference if name == "public" else NonPrivateReference
+        fed = self.federation(cls, seed)
+        artifact = cls().train(fed, self.public_resources(seed, None), cls.Config(), PrivacyBudget(cls.fixed_epsilon, 0.0))
+        metrics = self.accuracy(artifact.model, self.test_texts)
+        atomic_write_json(path, metrics)
+        return metrics
+
+
+def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """Run the method for one seed and evaluate it; the result is stored so a re-run skips the seed."""
+    seed_dir = prep.run_dir / f"seed-{seed}"
+    done = seed_dir / "result.json"
+    if done.exists():
+        log(f"seed {seed}: already done, reusing {done}")
+        return json.loads(done.read_text())
+    cls, budget = prep.method_cls, prep.budget
+    fed = ev.federation(cls, seed)
+    public = ev.public_resources(seed, seed_dir)
+    log(f"seed {seed}: running {cls.name}")
+    t0 = time.perf_counter()
+    artifact = cls().train(fed, public, prep.config, budget)
+    method_seconds = time.perf_counter() - t0
+    ledger: PrivacyLedger = fed.ledger
+    accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"
+    spent = ledger.epsilon(budget.delta, accountant) if len(ledger) else 0.0
+    if spent > budget.epsilon * (1 + EPSILON_SLACK) + 1e-9:
+        raise PrivacyError(
+            f"method {cls.name!r} spent ε = {spent:.4g} at δ = {budget.delta:g} (its ledger, {accountant} accountant) "
+            f"but the budget is ε = {budget.epsilon:g}: the method calibrated its noise for fewer or quieter releases "
+            "than it made. Fix the method's calibration plan."
+        )
+    if cls.fixed_epsilon is None and not len(ledger):
+        raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
+                          "method must learn from the private clients through noisy_sum")
+    t1 = time.perf_counter()
+    synthetic_fid = None
+    if artifact.kind == "synthetic text":
+        log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
+        model = ev.train_on(artifact.texts, seed)
+        from largefedbench.evaluation import fid
+        from largefedbench.models import embed
+
+        synth = embed(artifact.texts, ev.bundle.embedder)
+        valid = ev.bundle.span_embeddings(prep.fd, "validation", progress=False)
+        synthetic_fid = fid(synth, valid)
+        np.save(seed_dir / "synthetic-embeddings.npy", synth.astype(np.float32))
+        (seed_dir / "synthetic.json").write_text(json.dumps(artifact.texts[:2000], ensure_ascii=False))
+    else:
+        model = artifact.model
+    validation = ev.accuracy(model, ev.validation_texts)
+    test = ev.accuracy(model, ev.test_texts)
+    result = {
+        "seed": seed, "test": test, "validation": validation, "fid": synthetic_fid, "epsilon": spent,
+        "accountant": accountant, "ledger": ledger.to_dict(), "costs": fed.costs.summary(),
+        "method_seconds": method_seconds, "downstream_seconds": time.perf_counter() - t1,
+        "history": _jsonable(artifact.history), "info": _jsonable(artifact.info),
+        "n_synthetic": len(artifact.texts) if artifact.texts else None,
+    }
+    atomic_write_json(done, result)
+    public.clear_checkpoint()
+    log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
+    return result
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return repr(obj)
+
+
+# -- the entry --------------------------------------------------------------------------------------------------
+def _stat(values: list[float]) -> dict[str, Any]:
+    arr = np.asarray(values, dtype=float)
+    return {"per_seed": [float(v) for v in arr], "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0}
+
+
+def _accuracy_section(rows: list[dict[str, float]]) -> dict[str, Any]:
+    return {k: _stat([r[k] for r in rows]) for k in ("top1", "top3", "top5")}
+
+
+def _contamination(prep: Prepared, bundle) -> dict[str, Any]:
+    from largefedbench.data.windows import get_cutoff, parse_date
+    from largefedbench.models import TinyGPT2
+
+    window = prep.fd.manifest["window"]
+    role = "generator" if prep.method_cls.output == "synthetic text" else "downstream"
+    source = getattr(prep.profile, role)
+    if isinstance(source, TinyGPT2):
+        return {"model": bundle.describe()[role]["id"], "model_cutoff": window["since"][:7],
+                "cutoff_kind": "pretrained on the snapshot's public split", "window_start": window["since"],
+                "after_cutoff": True}
+    try:
+        cutoff = get_cutoff(source.id)
+    except InputError:
+        return {"model": source.id, "model_cutoff": None, "cutoff_kind": "unknown", "window_start": window["since"],
+                "after_cutoff": None}
+    start = cutoff.window_start()
+    after = None if start is None else parse_date(window["since"]) >= start
+    return {"model": source.id, "model_cutoff": cutoff.binding, "cutoff_kind": cutoff.kind,
+            "window_start": window["since"], "after_cutoff": after}
+
+
+def _mean_costs(results: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("floats_down_per_client_per_round", "floats_up_per_client_per_round", "client_seconds_per_client_per_round",
+            "server_seconds_per_round")
+    out: dict[str, Any] = {"rounds": int(max(r["costs"].get("rounds", 0) for r in results))}
+    for k in keys:
+        vals = [r["costs"][k] for r in results if k in r["costs"]]
+        out[k] = float(np.mean(vals)) if vals else None
+    out["method_seconds"] = float(np.mean([r["method_seconds"] for r in results]))
+    out["downstream_seconds"] = float(np.mean([r["downstream_seconds"] for r in results]))
+    return out
+
+
+def build_entry(prep: Prepared, bundle, results: list[dict[str, Any]], refs0: dict[str, float],
+                refs_inf: list[dict[str, float]], wall_seconds: float) -> dict[str, Any]:
+    """The leaderboard entry dict (validated against :class:`Entry` before it is returned)."""
+    from largefedbench.environment import environment, peak_memory_mb
+    from largefedbench.evaluation import gap_closed
+
+    fd, cls = prep.fd, prep.method_cls
+    m = fd.manifest
+    tops = [r["test"]["top1"] for r in results]
+    gaps = [gap_closed(t, refs0["top1"], ri["top1"]) for t, ri in zip(tops, refs_inf)]
+    fids = [r["fid"] for r in results if r["fid"] is not None]
+    eps = [r["epsilon"] for r in results]
+    costs = _mean_costs(results)
+    costs["wall_seconds"] = wall_seconds
+    costs["peak_memory_mb"] = peak_memory_mb()
+    accountant = results[0]["accountant"]
+    entry = {
+        "schema_version": SCHEMA_VERSION,
+        "entry_id": prep.entry_id,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "method": {"name": cls.name, "version": _method_version(cls, prep.method_source), "source": prep.method_source,
+                   "target": f"{cls.__module__}:{cls.__qualname__}", "paper": cls.paper, "output": cls.output},
+        "dataset": {"name": m["dataset"].lower(), "snapshot": m["name"].lower(), "content_sha256": m["content_sha256"],
+                    "synthetic": bool(m.get("synthetic", False)),
+                    "window": {k: m["window"].get(k) for k in ("since", "until", "public_since")},
+                    "clients": {s: len(fd[s]) for s in ("train", "validation", "test", "public")},
+                    "spans": {s: int(fd[s].span_counts().sum()) for s in ("train", "validation", "test", "public")}},
+        "contamination": _contamination(prep, bundle),
+        "privacy": {"epsilon": epsilon_json(max(eps)), "delta": prep.budget.delta, "unit": "user",
+                    "accountant": accountant, "target_epsilon": epsilon_json(prep.budget.epsilon),
+                    "epsilon_per_seed": [epsilon_json(e) for e in eps], "ledgers": [r["ledger"] for r in results],
+                    "n_train_clients": len(fd.train)},
+        "profile": _jsonable(bundle.describe()),
+        "metrics": {
+            "next_token_accuracy": _accuracy_section([r["test"] for r in results]),
+            "validation_top1": _stat([r["validation"]["top1"] for r in results]),
+            "reference_public": _accuracy_section([refs0] * len(results)),
+            "reference_non_private": _accuracy_section(refs_inf),
+            "gap_closed": _stat(gaps),
+            "fid": _stat(fids) if fids else None,
+            "n_test_tokens": int(results[0]["test"]["n_tokens"]),
+        },
+        "costs": costs,
+        "environment": environment(),
+        "seeds": [r["seed"] for r in results],
+        "config": {"method": config_to_dict(prep.config), "preset": prep.preset,
+                   "overrides": dict(prep.request.overrides), "profile": prep.profile.name,
+                   "downstream_training": dataclasses.asdict(prep.profile.downstream_training),
+                   "command": prep.request.command or _command_for(prep)},
+        "artifacts": {},
+        "history": [r["history"] for r in results],
+    }
+    Entry.model_validate(entry)
+    return entry
+
+
+def _method_version(cls: type, source: str) -> str:
+    if source == "built-in":
+        return __version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(cls.__module__.split(".")[0])
+    except PackageNotFoundError:
+        return getattr(cls, "version", "unversioned")
+
+
+def _command_for(prep: Prepared) -> str:
+    r = prep.request
+    parts = ["lfb", "eval", "--method", r.method, "--dataset", r.dataset, "--profile", prep.profile.name,
+             "--seeds", ",".join(map(str, r.seeds)), "--preset", prep.preset]
+    if prep.method_cls.fixed_epsilon is None:
+        parts += ["--epsilon", f"{prep.budget.epsilon:g}", "--delta", f"{prep.budget.delta:g}"]
+    for k, v in sorted(r.overrides.items()):
+        parts += ["--set", f"{k}={v}"]
+    return shlex.join(parts)
+
+
+# -- the whole run ----------------------------------------------------------------------------------------------
+def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None) -> EvalResult:
+    """Run ``request`` (see :class:`EvalRequest`) and write its entry; returns the entry and where it is."""
+    log = log or (lambda msg: print(f"lfb eval: {msg}", file=sys.stderr))
+    prep = prepare(request)
+    start = time.perf_counter()
+    from largefedbench.models import load_models
+
+    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, root=request.root)
+    ev = _Evaluator(prep, bundle, log)
+    prep.run_dir.mkdir(parents=True, exist_ok=True)
+    results, refs_inf = [], []
+    refs0 = ev.reference("public", request.seeds[0])
+    for seed in request.seeds:
+        results.append(_run_seed(prep, ev, seed, log))
+        refs_inf.append(ev.reference("non-private", seed))
+    entry = build_entry(prep, bundle, results, refs0, refs_inf, time.perf_counter() - start)
+    from largefedbench.evaluation.plots import write_entry_plots
+
+    plots = write_entry_plots(entry, prep.run_dir, prep.entry_path, validation=bundle.span_embeddings(prep.fd, "validation", progress=False))
+    entry["artifacts"] = {name: p.name for name, p in plots.items()}
+    Entry.model_validate(entry)
+    atomic_write_json(prep.entry_path, entry)
+    return EvalResult(entry, prep.entry_path, plots)

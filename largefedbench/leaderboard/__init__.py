@@ -1,0 +1,1 @@
+"""Leaderboard entries: schema (versioned, migrated), validation, the rendered board (DESIGN.md §8)."""

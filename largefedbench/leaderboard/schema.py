@@ -1,0 +1,202 @@
+"""The leaderboard entry (DESIGN.md §8), schema version 2, as pydantic models with ``extra="forbid"``.
+
+An entry is data only: nothing in it is executed. Numbers that cannot be JSON (ε = ∞) are the string ``"inf"``.
+Older versions are upgraded by :func:`migrate` before validation (version 1 had one ledger for all seeds and
+called the references ``eps0``/``epsinf``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from largefedbench.errors import InputError
+
+SCHEMA_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+_ID = re.compile(ID_PATTERN)
+
+Epsilon = float | Literal["inf"]
+Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
+def epsilon_value(eps: Epsilon) -> float:
+    return math.inf if eps == "inf" else float(eps)
+
+
+def epsilon_json(eps: float) -> Epsilon:
+    return "inf" if math.isinf(eps) else float(eps)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MethodSection(_Strict):
+    name: str = Field(pattern=ID_PATTERN)
+    version: str
+    source: str  # "built-in" or the distribution that registered it
+    target: str  # "module:Class"
+    paper: str
+    output: Literal["synthetic text", "model"]
+
+
+class WindowSection(_Strict):
+    since: str
+    until: str
+    public_since: str | None = None
+
+
+class DatasetSection(_Strict):
+    name: str = Field(pattern=ID_PATTERN)  # "biorxiv", "congress", "demo", ...
+    snapshot: str = Field(pattern=ID_PATTERN)
+    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    synthetic: bool
+    window: WindowSection
+    clients: dict[str, int]
+    spans: dict[str, int]
+
+
+class ContaminationSection(_Strict):
+    model: str  # the pretrained model whose knowledge matters (the generator, else the downstream)
+    model_cutoff: str | None  # YYYY-MM, the binding cutoff
+    cutoff_kind: str  # "reported", "release-bound", "pretrained on the snapshot's public split", "unknown"
+    window_start: str
+    after_cutoff: bool | None
+
+
+class PrivacySection(_Strict):
+    epsilon: Epsilon  # the largest ε over the seeds' ledgers
+    delta: Annotated[float, Field(ge=0.0, lt=1.0)]
+    unit: Literal["user"] = "user"
+    accountant: Literal["rdp", "tree", "pld", "prv"]
+    target_epsilon: Epsilon
+    epsilon_per_seed: list[Epsilon]
+    ledgers: list[dict[str, Any]]  # one PrivacyLedger.to_dict() per seed, in seed order
+    n_train_clients: int = Field(ge=1)
+
+
+class Stat(_Strict):
+    per_seed: list[Finite]
+    mean: Finite
+    std: NonNegative
+
+
+class UnitStat(_Strict):
+    per_seed: list[Unit]
+    mean: Unit
+    std: NonNegative
+
+
+class AccuracySection(_Strict):
+    top1: UnitStat
+    top3: UnitStat
+    top5: UnitStat
+
+
+class MetricsSection(_Strict):
+    next_token_accuracy: AccuracySection
+    validation_top1: UnitStat
+    reference_public: AccuracySection  # ε = 0
+    reference_non_private: AccuracySection  # ε = ∞
+    gap_closed: Stat
+    fid: Stat | None = None  # synthetic-text methods only
+    n_test_tokens: int = Field(ge=1)
+
+
+class CostsSection(_Strict):
+    rounds: int = Field(ge=0)
+    floats_down_per_client_per_round: NonNegative | None = None
+    floats_up_per_client_per_round: NonNegative | None = None
+    client_seconds_per_client_per_round: NonNegative | None = None
+    server_seconds_per_round: NonNegative | None = None
+    method_seconds: NonNegative
+    downstream_seconds: NonNegative
+    wall_seconds: NonNegative
+    peak_memory_mb: NonNegative
+
+
+class EnvironmentSection(_Strict):
+    lfb_version: str
+    python: str
+    platform: str
+    packages: dict[str, str]
+    git_commit: str | None
+    hardware: dict[str, Any]
+
+
+class RunConfig(_Strict):
+    method: dict[str, Any]  # the resolved method Config
+    preset: Literal["paper", "tiny"]
+    overrides: dict[str, str]
+    profile: str
+    downstream_training: dict[str, Any]
+    command: str
+
+
+class Entry(_Strict):
+    schema_version: Literal[2] = SCHEMA_VERSION
+    entry_id: str = Field(pattern=ID_PATTERN)
+    created_at: str
+    method: MethodSection
+    dataset: DatasetSection
+    contamination: ContaminationSection
+    privacy: PrivacySection
+    profile: dict[str, Any]
+    metrics: MetricsSection
+    costs: CostsSection
+    environment: EnvironmentSection
+    seeds: list[int] = Field(min_length=1)
+    config: RunConfig
+    artifacts: dict[str, str] = Field(default_factory=dict)  # plot name -> file name beside the entry
+    history: list[list[dict[str, Any]]] = Field(default_factory=list)  # per seed, per round
+
+    @field_validator("artifacts")
+    @classmethod
+    def _plain_file_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value.values():
+            if "/" in name or "\\" in name or name.startswith(".") or not name:
+                raise ValueError(f"artifact {name!r} must be a plain file name beside the entry (no folders)")
+        return value
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Upgrade an entry dict of any supported version to the current one (a new dict)."""
+    if not isinstance(data, dict):
+        raise InputError(f"an entry is a JSON object, got {type(data).__name__}")
+    version = data.get("schema_version")
+    if version not in SUPPORTED_VERSIONS:
+        raise InputError(f"unknown schema_version {version!r}: this lfb reads versions {SUPPORTED_VERSIONS}; "
+                         "upgrade largefedbench or re-run `lfb eval`")
+    out = dict(data)
+    if version == 1:
+        privacy = dict(out.get("privacy", {}))
+        ledger = privacy.pop("ledger", None)
+        seeds = out.get("seeds", [])
+        if ledger is not None:
+            privacy["ledgers"] = [ledger] * max(len(seeds), 1)
+            privacy.setdefault("epsilon_per_seed", [privacy.get("epsilon")] * max(len(seeds), 1))
+        out["privacy"] = privacy
+        metrics = dict(out.get("metrics", {}))
+        if "eps0" in metrics:
+            metrics["reference_public"] = metrics.pop("eps0")
+        if "epsinf" in metrics:
+            metrics["reference_non_private"] = metrics.pop("epsinf")
+        out["metrics"] = metrics
+        out["schema_version"] = 2
+    return out
+
+
+def parse_entry(data: dict[str, Any]) -> Entry:
+    """An :class:`Entry` from a dict of any supported version (pydantic ``ValidationError`` if malformed)."""
+    return Entry.model_validate(migrate(data))
+
+
+def is_safe_id(value: str) -> bool:
+    return bool(_ID.match(value)) and ".." not in value

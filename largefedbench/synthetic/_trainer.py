@@ -1,0 +1,105 @@
+"""Plumbing shared by the trl-based updates (DPO, SFT): quiet, CPU-safe arguments, and undoing trl's side effects.
+
+- Arguments: CPU when there is no CUDA (``use_cpu``), no bf16/fp16 on CPU, no reports, no checkpoints on disk,
+  no gradient checkpointing (trl turns it on by default; it only slows small models), single-process data loading.
+- trl seeds the global RNGs (``set_seed``); :func:`preserved_rng` restores python, numpy and torch RNG states.
+- trl patches the base model's ``forward`` with a fused LM head; :func:`restored_forward` removes the patch so the
+  model object stays as it was given (generation is unaffected either way, but patches would nest every round).
+- Trainer log lines and dataset progress bars are silenced unless ``progress``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["base_training_args", "output_folder", "preserved_rng", "quiet_datasets", "restored_forward", "silence_trainer"]
+
+
+def base_training_args(*, lr: float, epochs: int, batch_size: int, seed: int, progress: bool, output_dir: str,
+                       gradient_accumulation_steps: int = 1, lr_scheduler_type: str = "constant") -> dict[str, Any]:
+    """Keyword arguments common to ``DPOConfig`` and ``SFTConfig``."""
+    cuda = torch.cuda.is_available()
+    return {
+        "output_dir": output_dir, "learning_rate": float(lr), "num_train_epochs": float(epochs),
+        "per_device_train_batch_size": int(batch_size), "per_device_eval_batch_size": int(batch_size),
+        "gradient_accumulation_steps": int(gradient_accumulation_steps), "lr_scheduler_type": lr_scheduler_type,
+        "warmup_steps": 0, "seed": int(seed), "data_seed": int(seed), "use_cpu": not cuda,
+        "bf16": bool(cuda and torch.cuda.is_bf16_supported()), "fp16": False, "report_to": "none",
+        "save_strategy": "no", "logging_steps": 1, "disable_tqdm": not progress, "gradient_checkpointing": False,
+        "dataloader_num_workers": 0, "dataset_num_proc": None,
+    }
+
+
+@contextlib.contextmanager
+def output_folder(output_dir: str | Path | None) -> Iterator[str]:
+    """``output_dir`` (created) or a temporary folder removed afterwards."""
+    if output_dir is not None:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        yield str(output_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="lfb-trl-") as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Restore python's, numpy's and torch's global RNG states on exit."""
+    py, np_state = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(np_state)
+
+
+@contextlib.contextmanager
+def restored_forward(model) -> Iterator[None]:
+    """Undo trl's fused-LM-head patch of the (base) model's ``forward`` on exit."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    had = "forward" in base.__dict__
+    before = base.__dict__.get("forward")
+    try:
+        yield
+    finally:
+        if had:
+            base.forward = before
+        else:
+            base.__dict__.pop("forward", None)
+
+
+@contextlib.contextmanager
+def quiet_datasets(progress: bool) -> Iterator[None]:
+    """Hide ``datasets``' map/filter progress bars unless ``progress``."""
+    from datasets.utils import logging as ds_logging
+
+    enabled = ds_logging.is_progress_bar_enabled()
+    if not progress:
+        ds_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        (ds_logging.enable_progress_bar if enabled else ds_logging.disable_progress_bar)()
+
+
+def silence_trainer(trainer, progress: bool) -> None:
+    """Remove the callback that prints every log dict to stdout (and the progress bar when quiet)."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    if not progress:
+        trainer.remove_callback(ProgressCallback)
+
+
+def log_series(trainer, key: str) -> list[float]:
+    """The values of ``key`` in the trainer's training log, step by step."""
+    return [float(row[key]) for row in trainer.state.log_history if key in row and "train_runtime" not in row]

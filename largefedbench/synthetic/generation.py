@@ -1,0 +1,165 @@
+"""Batched sampling from the generator LLM with the KV cache (DESIGN.md §9).
+
+Prompts are tokenised with the tokenizer's own special tokens (a LLaMA tokenizer adds BOS, GPT-2's adds nothing,
+as vLLM and trl do), truncated from the left so that prompt plus ``max_new_tokens`` fit the model's context, and
+left-padded by hand (the shared tokenizer's ``padding_side`` is never touched). Each prompt is repeated
+``n_per_prompt`` times consecutively (as the POPri reference repeats its requests), prompts are batched in order of
+length, and HF ``generate`` samples with the KV cache. Sampling is seeded by ``seed`` inside a forked torch RNG,
+so a call is deterministic for a given seed and batch size and leaves the global RNG untouched.
+
+Continuations are cut at the first EOS, decoded, cut at the first stop string (default :data:`prompts.STOP`,
+i.e. the next "Original Text Sample"), newlines become spaces and the text is stripped (the reference's
+post-processing, spec item 5; the reference's extra truncation to 64 LLaMA-3 tokens is ``max_new_tokens``
+here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from largefedbench.errors import InputError
+from largefedbench.models.device import model_device
+from largefedbench.synthetic.prompts import STOP
+
+__all__ = ["clean_completion", "context_length", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+
+
+def context_length(model) -> int:
+    """The number of positions the model can attend to (``n_positions`` or ``max_position_embeddings``)."""
+    config = model.config
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise InputError(f"cannot tell the context length of {type(model).__name__}: its config has no n_positions")
+
+
+def fit_prompt_ids(tokenizer, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+    """Token ids of each prompt, keeping only its last ``max_tokens`` ids (left truncation); an empty prompt
+    becomes the BOS (or EOS) token so that the model has something to condition on."""
+    if max_tokens < 1:
+        raise InputError(f"no room for the prompt: {max_tokens} tokens left after the new tokens; lower max_new_tokens")
+    ids = tokenizer(list(prompts))["input_ids"] if prompts else []
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    return [list(seq[-max_tokens:]) if len(seq) else [start] for seq in ids]
+
+
+def clean_completion(text: str, stop: Sequence[str] = STOP) -> str:
+    """Cut ``text`` at the first stop string, turn newlines into spaces and strip it (reference, spec item 5)."""
+    for s in stop:
+        if s:
+            text = text.split(s, 1)[0]
+    text = text.strip().strip("\n").replace("\n\n", " ").replace("\n", " ")
+    return text.strip()
+
+
+def _left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r):] = torch.as_tensor(r, dtype=torch.long)
+            mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    gen = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(gen, int):
+        ids.add(gen)
+    elif gen:
+        ids.update(gen)
+    return ids
+
+
+@torch.inference_mode()
+def generate_ids(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    *,
+    n_per_prompt: int = 1,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 32,
+    seed: int = 0,
+    progress: bool = False,
+    desc: str = "generating",
+) -> list[list[int]]:
+    """New token ids (cut before the first EOS) for every prompt repeated ``n_per_prompt`` times, prompt-major."""
+    if n_per_prompt < 1 or max_new_tokens < 1 or batch_size < 1:
+        raise InputError(f"n_per_prompt={n_per_prompt}, max_new_tokens={max_new_tokens} and batch_size={batch_size} must be >= 1")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise InputError(f"temperature={temperature} must be >= 0 and top_p={top_p} in (0, 1]")
+    if not prompts:
+        return []
+    device = model_device(model)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    prompt_ids = fit_prompt_ids(tokenizer, prompts, context_length(model) - max_new_tokens)
+    requests = [p for p in range(len(prompts)) for _ in range(n_per_prompt)]
+    order = sorted(range(len(requests)), key=lambda i: len(prompt_ids[requests[i]]))
+    eos = _eos_ids(model, tokenizer)
+    sampling = {"do_sample": True, "temperature": float(temperature), "top_p": float(top_p), "top_k": 0} if temperature > 0 else {"do_sample": False}
+    out: list[list[int]] = [[] for _ in requests]
+    from tqdm.auto import tqdm
+
+    was_training = model.training
+    model.eval()
+    devices = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), tqdm(total=len(requests), desc=desc, disable=not progress, leave=False) as bar:
+            torch.manual_seed(int(seed))
+            for lo in range(0, len(order), batch_size):
+                chunk = order[lo : lo + batch_size]
+                ids, mask = _left_pad([prompt_ids[requests[i]] for i in chunk], pad_id)
+                gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
+                                     pad_token_id=pad_id, use_cache=True, **sampling)
+                new = gen[:, ids.shape[1]:].tolist()
+                for i, row in zip(chunk, new):
+                    cut = next((k for k, t in enumerate(row) if t in eos), len(row))
+                    out[i] = row[:cut]
+                bar.update(len(chunk))
+    finally:
+        model.train(was_training)
+    return out
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    *,
+    n_per_prompt: int = 1,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 32,
+    seed: int = 0,
+    progress: bool = False,
+    desc: str = "generating",
+    stop: Sequence[str] = STOP,
+) -> list[list[str]]:
+    """``n_per_prompt`` cleaned continuations of each prompt: ``result[i][j]`` is the j-th sample of prompt i.
+
+    ``temperature=0`` decodes greedily. ``stop=()`` keeps text after "Orig…" (for prompts of another shape).
+    """
+    ids = generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=max_new_tokens,
+                       temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed, progress=progress, desc=desc)
+    texts = [clean_completion(t, stop) for t in tokenizer.batch_decode(ids, skip_special_tokens=True)] if ids else []
+    return [texts[i * n_per_prompt : (i + 1) * n_per_prompt] for i in range(len(prompts))]
+
+
+def generate_flat(model, tokenizer, prompts: Sequence[str], **kwargs) -> list[str]:
+    """:func:`generate` flattened prompt-major: the ``n_per_prompt`` samples of prompt 0, then of prompt 1, …"""
+    return [t for group in generate(model, tokenizer, prompts, **kwargs) for t in group]
+
+
+def seed_for(*parts: int) -> int:
+    """A 31-bit generation seed derived from integers (e.g. run seed, round, purpose)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)

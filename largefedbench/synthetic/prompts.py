@@ -1,0 +1,90 @@
+"""Few-shot prompts built from public examples: the "Original Text Sample" template (POPri App. B.2, Fig. 5).
+
+The POPri reference (``generation_prompt.txt``, popri-reference.md §1.3 and spec item 4) fills three public
+examples into::
+
+    List of 6 diverse original text samples:
+    Original Text Sample 1
+    {0}
+    Original Text Sample 2
+    {1}
+    Original Text Sample 3
+    {2}
+    Original Text Sample 4\\n
+
+where the last line ends with the two literal characters backslash and ``n`` (no newline) — kept byte for byte in
+:data:`PROMPT_TEMPLATE`. PrE-Text's expansion prompt is the same text ending in a real newline
+(:data:`PRE_TEXT_PROMPT_TEMPLATE`). For ``k`` examples other than 3 (POPri used 2 on PubMed, App. B.2) the
+template is generalised as "List of {2k} diverse original text samples:" with samples 1..k and the request for
+sample k+1; for ``k = 3`` this is exactly the reference text.
+
+Examples are drawn without replacement per prompt (the reference's ``random.sample``) from a seeded numpy
+generator, and their newlines and tabs become spaces. The model's answer is cut where it starts the next
+"Original Text Sample" (:data:`STOP`, the reference's ``re.split("Orig")``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from largefedbench.errors import InputError
+
+__all__ = ["PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "STOP", "build_prompts", "clean_example", "prompt_template"]
+
+#: Where a completion is cut: the start of the next "Original Text Sample" header (reference post-processing).
+STOP: tuple[str, ...] = ("Orig",)
+
+
+def prompt_template(examples_per_prompt: int = 3, *, literal_newline: bool = True) -> str:
+    """The template for ``examples_per_prompt`` examples with ``{0}``, ``{1}``, … placeholders.
+
+    ``literal_newline=True`` ends with the characters ``\\`` ``n`` as the POPri reference does; ``False`` ends with
+    a real newline as PrE-Text does.
+    """
+    k = int(examples_per_prompt)
+    if k < 1:
+        raise InputError(f"examples_per_prompt={examples_per_prompt} must be at least 1")
+    lines = [f"List of {2 * k} diverse original text samples:"]
+    for i in range(k):
+        lines += [f"Original Text Sample {i + 1}", "{" + str(i) + "}"]
+    lines.append(f"Original Text Sample {k + 1}")
+    return "\n".join(lines) + ("\\n" if literal_newline else "\n")
+
+
+#: The POPri reference template (3 examples), byte for byte.
+PROMPT_TEMPLATE = prompt_template(3)
+#: PrE-Text's expansion template (3 examples, ends in a real newline).
+PRE_TEXT_PROMPT_TEMPLATE = prompt_template(3, literal_newline=False)
+
+
+def clean_example(text: str) -> str:
+    """An example as the reference puts it in a prompt: newlines and tabs replaced by spaces."""
+    return text.replace("\n", " ").replace("\t", " ")
+
+
+def build_prompts(
+    examples: Sequence[str],
+    n_prompts: int,
+    *,
+    examples_per_prompt: int = 3,
+    rng: np.random.Generator,
+    template: str | None = None,
+) -> list[str]:
+    """``n_prompts`` prompts, each filling ``examples_per_prompt`` distinct examples drawn at random from ``examples``.
+
+    ``template`` defaults to :func:`prompt_template` for ``examples_per_prompt`` (the reference template for 3).
+    """
+    k = int(examples_per_prompt)
+    if n_prompts < 0:
+        raise InputError(f"n_prompts={n_prompts} must be >= 0")
+    if len(examples) < k:
+        raise InputError(f"a prompt needs {k} distinct examples but only {len(examples)} public examples were given")
+    fmt = template if template is not None else prompt_template(k)
+    pool = [clean_example(e) for e in examples]
+    prompts = []
+    for _ in range(int(n_prompts)):
+        picked = rng.choice(len(pool), size=k, replace=False)
+        prompts.append(fmt.format(*(pool[i] for i in picked)))
+    return prompts

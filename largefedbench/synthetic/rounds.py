@@ -1,0 +1,104 @@
+"""Round bookkeeping shared by the synthetic-data methods: noise calibration, cohorts, FID, timing, best checkpoint.
+
+Privacy plan (POPri §3.1 "Privacy guarantees", App. D.1): T rounds, each one Poisson-sampled Gaussian sum of
+unit-norm client vectors (sensitivity 1) at rate q = clients_per_round / n_clients (q = 1: full participation,
+as in the paper's Table 1); σ is the smallest noise multiplier whose T planned events fit the budget
+(``PrivacyBudget.calibrate``, opacus RDP as in the paper). Every round goes through ``fed.noisy_sum``, which
+records the event that the harness accounts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from largefedbench.errors import InputError, MethodError
+from largefedbench.evaluation import fid
+from largefedbench.privacy import PoissonGaussianEvent
+
+__all__ = ["BestCheckpoint", "Timer", "draw_cohort", "fid_to", "noise_for_rounds", "public_examples"]
+
+
+def noise_for_rounds(budget, fed, *, rounds: int, clients_per_round: int | None) -> tuple[float, float]:
+    """``(σ, q)`` for ``rounds`` noisy sums at sampling rate ``q`` within ``budget`` (0 < ε < ∞)."""
+    if rounds < 1:
+        raise InputError(f"rounds={rounds} must be at least 1")
+    if budget.is_public or budget.is_non_private:
+        raise MethodError(f"a synthetic-data method runs at 0 < ε < ∞, got ε={budget.epsilon}; the references are "
+                          "the methods 'public' (ε = 0) and 'non-private' (ε = ∞)")
+    n = fed.n_clients
+    if clients_per_round is None:
+        q = 1.0
+    elif not 1 <= clients_per_round <= n:
+        raise InputError(f"clients_per_round={clients_per_round} must be between 1 and the number of clients ({n})")
+    else:
+        q = clients_per_round / n
+    sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=q, steps=rounds), n_clients=n)
+    return float(sigma), q
+
+
+def draw_cohort(fed, rate: float):
+    """Everyone at rate 1 (full participation), else a Poisson cohort at ``rate``; starts a federation round."""
+    return fed.everyone() if rate >= 1.0 else fed.sample(rate)
+
+
+def fid_to(embeddings: np.ndarray, reference: np.ndarray) -> float:
+    """FID between two embedding sets, NaN when either has fewer than two rows."""
+    if len(embeddings) < 2 or len(reference) < 2:
+        return math.nan
+    return float(fid(embeddings, reference))
+
+
+def public_examples(public, *, min_words: int = 0, minimum: int = 1) -> list[str]:
+    """Public spans with more than ``min_words`` words (PrE-Text's filter), or all of them when too few pass."""
+    texts = [t for t in public.public_texts() if t.strip()]
+    if len(texts) < minimum:
+        raise MethodError(f"the snapshot has {len(texts)} public spans; the prompts need at least {minimum}. Build it "
+                          "with --public-months >= 1 so that records before the window exist")
+    kept = [t for t in texts if len(t.split()) > min_words]
+    return kept if len(kept) >= minimum else texts
+
+
+class Timer:
+    """Accumulates wall seconds of the ``with timer:`` blocks it times."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+class BestCheckpoint:
+    """The lowest-FID generator state seen so far (early stopping on the validation clients, POPri §5.2)."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        state = state or {}
+        self.fid: float = float(state.get("fid", math.inf))
+        self.round: int | None = state.get("round")
+        self.weights: Any = state.get("weights")
+
+    def offer(self, fid_value: float, round_index: int, weights: Any) -> bool:
+        """Keep ``weights`` if ``fid_value`` beats the best so far (NaN never does); True if kept."""
+        if self.weights is None or (math.isfinite(fid_value) and fid_value < self.fid):
+            self.fid, self.round, self.weights = float(fid_value), int(round_index), weights
+            return True
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fid": self.fid, "round": self.round, "weights": self.weights}
+
+
+def take(texts: Sequence[str], indices: Sequence[int]) -> list[str]:
+    """``[texts[i] for i in indices]``."""
+    return [texts[int(i)] for i in indices]

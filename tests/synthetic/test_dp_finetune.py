@@ -1,0 +1,145 @@
+"""DP-FedAvg on a LoRA adapter: sequence format, local SGD, clipping/noise through the federation, the ledger."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from largefedbench.data.federated import ClientSplit
+from largefedbench.federation import Federation
+from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.synthetic.dp_finetune import (
+    AdapterVector,
+    DPFedAvg,
+    FedAvgServer,
+    LMExample,
+    conditional_prompt,
+    conditional_sequences,
+    generator_update,
+    lm_loss,
+    local_steps,
+    local_updates,
+    run_round,
+)
+from largefedbench.synthetic.lora import add_lora
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny):
+    return tiny[1].generator_tokenizer
+
+
+def _tiny_lora(tokenizer, seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    eos = tokenizer.eos_token_id
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=16, n_layer=1, n_head=2,
+                                       bos_token_id=eos, eos_token_id=eos, pad_token_id=eos))
+    model = add_lora(model, rank=2, alpha=4)
+    with torch.no_grad():  # non-zero B so that A also gets gradients
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    return model
+
+
+def _split(spans: list[list[str]]) -> ClientSplit:
+    from datasets import Dataset
+
+    table = Dataset.from_dict({"id": [f"c{i}" for i in range(len(spans))], "spans": spans,
+                               "n_spans": [len(s) for s in spans]})
+    return ClientSplit("train", table)
+
+
+def test_conditional_sequences_mask_the_prefix(tokenizer):
+    ex = conditional_sequences(tokenizer, ["Keywords: cell\n", ""], ["the cell divides", "hello"], max_len=3)
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    head = tokenizer("Keywords: cell\n", add_special_tokens=False)["input_ids"]
+    body = tokenizer("the cell divides", add_special_tokens=False)["input_ids"]
+    assert ex[0].ids == [bos] + head + body[:2] + [eos] and ex[0].n_context == 1 + len(head)
+    assert ex[1].ids[0] == bos and ex[1].n_context == 1 and ex[1].ids[-1] == eos
+    # the generation prompt tokenizes to exactly the training context
+    assert tokenizer(conditional_prompt(tokenizer, "Keywords: cell\n"))["input_ids"] == ex[0].ids[: ex[0].n_context]
+
+
+def test_lm_loss_ignores_context_tokens(tokenizer):
+    model = _tiny_lora(tokenizer)
+    a = LMExample([1, 2, 3, 4], 2)
+    b = LMExample([9, 8, 3, 4], 2)  # different context, same targets 3, 4 ... but the logits depend on the context
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([[1, 2, 3, 4]])).logits[0]
+        manual = torch.nn.functional.cross_entropy(logits[1:3], torch.tensor([3, 4]))
+        assert torch.allclose(lm_loss(model, [a], tokenizer.eos_token_id), manual, atol=1e-6)
+        assert lm_loss(model, [b], tokenizer.eos_token_id) != lm_loss(model, [a], tokenizer.eos_token_id)
+
+
+def test_local_steps_shuffle_batch_and_cap():
+    s = DPFedAvg(rounds=1, clients_per_round=1, clip=1, client_lr=0.1, local_epochs=2, local_batch_size=2, max_local_steps=3)
+    steps = local_steps(3, s, np.random.default_rng(0))
+    assert [len(b) for b in steps] == [2, 1, 2]
+    assert sorted(steps[0] + steps[1]) == [0, 1, 2]
+    assert local_steps(0, s, np.random.default_rng(0)) == []
+
+
+def test_local_updates_are_one_sgd_step_per_batch_and_restore_the_adapter(tokenizer):
+    model = _tiny_lora(tokenizer)
+    adapter = AdapterVector(model)
+    before = adapter.get()
+    settings = DPFedAvg(rounds=1, clients_per_round=1, clip=1, client_lr=0.5, local_batch_size=4)
+    ex = conditional_sequences(tokenizer, [""], ["one two three"], 16)
+    pad = tokenizer.eos_token_id
+    deltas = local_updates(adapter, [ex, []], lambda b: lm_loss(model, b, pad), settings, np.random.default_rng(0))
+    assert torch.equal(adapter.get(), before)
+    assert torch.count_nonzero(deltas[1]) == 0
+    grads = torch.autograd.grad(lm_loss(model, ex, pad), adapter.params)
+    expected = -0.5 * torch.cat([g.reshape(-1) for g in grads])
+    torch.testing.assert_close(deltas[0], expected, rtol=1e-4, atol=1e-7)
+
+
+def test_run_round_clips_releases_once_and_steps_the_server(tokenizer):
+    spans = [["a b c", "d e"], ["f g"], ["h"], ["i j k"]]
+    fed = Federation(_split(spans), seed=0)
+    model = _tiny_lora(tokenizer)
+    adapter = AdapterVector(model)
+    settings = DPFedAvg(rounds=2, clients_per_round=4, clip=0.5, client_lr=0.1)
+    server = FedAvgServer(adapter, settings)
+    start = adapter.get()
+    seen = []
+
+    def huge(cohort, client_spans):
+        seen.append([len(s) for s in client_spans])
+        return torch.full((len(client_spans), adapter.numel), 100.0)
+
+    record = run_round(fed, server, 1e-9, huge)
+    assert record["clients"] == 4 and seen == [[2, 1, 1, 1]]
+    moved = adapter.get() - start
+    # every client was clipped to 0.5: the mean of 4 clipped identical vectors has norm 0.5
+    assert abs(float(torch.linalg.vector_norm(moved)) - 0.5) < 1e-4
+    assert fed.ledger.events == (PoissonGaussianEvent(1e-9, 1.0, 1),)
+    run_round(fed, server, 1e-9, huge)
+    assert fed.ledger.events == tuple(settings.events(1e-9, 4))
+
+
+def test_generator_update_lowers_the_loss_of_the_clients_text(tokenizer):
+    spans = [["the protein binds the receptor"] * 3 for _ in range(4)]
+    fed = Federation(_split(spans), seed=1)
+    model = _tiny_lora(tokenizer)
+    adapter = AdapterVector(model)
+    settings = DPFedAvg(rounds=3, clients_per_round=4, clip=10.0, client_lr=0.5, local_epochs=2, local_batch_size=2,
+                        server_lr=1.0)
+    server = FedAvgServer(adapter, settings)
+    update = generator_update(adapter, tokenizer, settings, seed=0, prefixes=lambda cohort: ["Topic: x\n"] * len(cohort))
+    ex = conditional_sequences(tokenizer, ["Topic: x\n"], spans[0][:1], 96)
+    pad = tokenizer.eos_token_id
+    with torch.no_grad():
+        before = float(lm_loss(model, ex, pad))
+    for _ in range(settings.rounds):
+        run_round(fed, server, 1e-3, update)
+    with torch.no_grad():
+        after = float(lm_loss(model, ex, pad))
+    assert after < before - 0.2
+    state = server.state_dict()
+    server.load_state_dict({"weights": torch.zeros_like(state["weights"]), "momentum": state["momentum"]})
+    assert torch.count_nonzero(adapter.get()) == 0

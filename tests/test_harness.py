@@ -1,0 +1,136 @@
+"""The harness and `lfb eval`: bad input stops before any work; entries carry a recomputable ε and the references."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from largefedbench.data.records import Record
+from largefedbench.data.snapshot import BuildSpec, build_snapshot
+from largefedbench.data.spans import SpanSettings
+from largefedbench.data.windows import Window
+from largefedbench.errors import InputError, LfbError, MethodError, PrivacyError, SnapshotError
+from largefedbench.harness import EvalRequest, prepare, run_eval
+from largefedbench.leaderboard.schema import parse_entry
+from largefedbench.privacy import PrivacyLedger
+
+LFB = shutil.which("lfb", path=str(Path(sys.executable).parent)) or "lfb"
+TEXT = "The committee heard evidence on river pollution and the cost of cleaning it up for every town. " * 6
+
+
+def lfb(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([LFB, *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+
+
+def test_lfb_methods_lists_the_registry_with_paper_output_and_status():
+    rows = {r["name"]: r for r in json.loads(lfb("methods", "--json").stdout)}
+    assert {"public", "non-private", "dp-fedavg", "dp-ftrl"} <= rows.keys()
+    assert rows["public"]["output"] == "model" and rows["public"]["status"] == "runnable"
+    assert all(r["status"] == "runnable" for r in rows.values()), [r for r in rows.values() if r["status"] != "runnable"]
+    assert "McMahan" in rows["dp-fedavg"]["paper"]
+    table = lfb("methods").stdout
+    assert "dp-ftrl" in table and "Kairouz" in table
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "dp-fedvag"], "did you mean 'dp-fedavg'"),
+        (["--method", "dp-fedavg", "--profile", "huge"], "unknown model profile 'huge'"),
+        (["--method", "dp-fedavg", "--dataset", "no-such-snapshot"], "no snapshot 'no-such-snapshot'"),
+        (["--method", "dp-fedavg", "--epsilon", "0"], "--method public"),
+        (["--method", "dp-fedavg", "--epsilon", "-1"], "must be > 0"),
+        (["--method", "dp-fedavg", "--epsilon", "inf"], "--method non-private"),
+        (["--method", "dp-fedavg", "--delta", "0.01"], "must be below 1/n_clients"),
+        (["--method", "dp-fedavg", "--set", "roundz=3"], "unknown --set key roundz"),
+        (["--method", "dp-fedavg", "--set", "rounds=three"], "--set rounds=three: expected int"),
+        (["--method", "dp-fedavg", "--set", "rounds"], "must look like KEY=VALUE"),
+        (["--method", "public", "--epsilon", "3"], "runs at that ε only"),
+        (["--method", "dp-fedavg", "--seeds", "0,x"], "comma-separated integers"),
+    ],
+)
+def test_bad_input_stops_before_any_work_with_a_clear_message(args, message, lfb_home):
+    out = lfb("eval", *args, "--quiet", "--out", str(lfb_home / "board"))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message.lower() in out.stderr.lower(), out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (lfb_home / "models").exists(), "models were built before the request was checked"
+    assert not (lfb_home / "board").exists()
+
+
+def _rec(i: int, date: str) -> Record:
+    return Record(id=f"t:{i}", source="t", date=date, title=f"T{i}", text=TEXT, url=f"u{i}", license="cc_by")
+
+
+def test_a_window_without_clients_is_refused(lfb_home):
+    only_public = [_rec(i, f"2024-08-{1 + i:02d}") for i in range(5)]
+    spec = BuildSpec(dataset="t", window=Window.parse("2024-09", "2024-10", public_months=1),
+                     span=SpanSettings(tokenizer="minilm-wordpiece"), name="empty-window")
+    build_snapshot(only_public, spec, Counter(), progress=False)
+    with pytest.raises(SnapshotError, match="no train clients.*Widen the window"):
+        prepare(EvalRequest(method="dp-fedavg", dataset="empty-window"))
+
+
+def test_prepare_resolves_the_config_and_a_stable_entry_id(lfb_home):
+    a = prepare(EvalRequest(method="dp-fedavg", overrides={"rounds": "2"}, out=lfb_home / "b"))
+    b = prepare(EvalRequest(method="dp-fedavg", overrides={"rounds": "2"}, out=lfb_home / "b"))
+    c = prepare(EvalRequest(method="dp-fedavg", overrides={"rounds": "3"}, out=lfb_home / "b"))
+    assert a.config.rounds == 2 and a.preset == "tiny"
+    assert a.entry_id == b.entry_id != c.entry_id
+    assert a.entry_path == lfb_home / "b" / "entries" / "demo" / "dp-fedavg" / f"{a.entry_id}.json"
+    assert a.budget.epsilon == 1.0 and a.budget.delta == 3e-6
+
+
+def test_budget_errors_are_library_errors(lfb_home):
+    for request, error in [
+        (EvalRequest(method="nope"), MethodError),
+        (EvalRequest(method="dp-fedavg", epsilon=0), PrivacyError),
+        (EvalRequest(method="dp-fedavg", seeds=()), InputError),
+        (EvalRequest(method="dp-fedavg", seeds=(1, 1)), InputError),
+    ]:
+        with pytest.raises(error):
+            prepare(request)
+    assert issubclass(SnapshotError, LfbError)
+
+
+def _check_entry(entry: dict, path: Path) -> None:
+    parsed = parse_entry(entry)
+    assert path.exists() and json.loads(path.read_text()) == entry
+    for ledger, eps in zip(entry["privacy"]["ledgers"], entry["privacy"]["epsilon_per_seed"]):
+        recomputed = PrivacyLedger.from_dict(ledger).epsilon(entry["privacy"]["delta"], entry["privacy"]["accountant"]) \
+            if ledger["events"] else 0.0
+        claimed = math.inf if eps == "inf" else eps
+        assert recomputed == pytest.approx(claimed, rel=1e-9)
+    m = parsed.metrics
+    assert 0 < m.reference_public.top1.mean < m.reference_non_private.top1.mean <= 1
+    for acc, gap, ref_inf in zip(m.next_token_accuracy.top1.per_seed, m.gap_closed.per_seed,
+                                 m.reference_non_private.top1.per_seed):
+        assert gap == pytest.approx((acc - m.reference_public.top1.mean) / (ref_inf - m.reference_public.top1.mean))
+
+
+def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
+    _fd, _bundle, root = tiny
+    public = run_eval(EvalRequest(method="public", seeds=(0,), out=tmp_path, root=root, progress=False), log=lambda m: None)
+    _check_entry(public.entry, public.path)
+    assert public.entry["privacy"]["epsilon"] == 0.0 and public.entry["privacy"]["ledgers"][0]["events"] == []
+    assert public.entry["metrics"]["gap_closed"]["mean"] == 0.0
+    assert public.entry["contamination"]["after_cutoff"] is True
+
+    logs: list[str] = []
+    nonpriv = run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, root=root, progress=False), log=logs.append)
+    _check_entry(nonpriv.entry, nonpriv.path)
+    assert nonpriv.entry["privacy"]["epsilon"] == "inf"
+    assert nonpriv.entry["metrics"]["gap_closed"]["mean"] == pytest.approx(1.0)
+    assert nonpriv.path.parent == tmp_path / "entries" / "demo" / "non-private"
+    # the same command again reuses the finished seed instead of training again
+    again: list[str] = []
+    run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, root=root, progress=False), log=again.append)
+    assert any("already done" in line for line in again) and not any("running" in line for line in again)
