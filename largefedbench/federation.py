@@ -217,22 +217,55 @@ class Federation:
         self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
         return np.concatenate(parts) if parts else np.zeros((0, 0))
 
+    def map_clipped_sum(self, cohort: Cohort, batch_fn: Callable[[list[list[str]]], Any], *, clip: float,
+                        chunk_clients: int = 16, download_floats: int = 0) -> "ClippedSum":
+        """``batch_fn`` over chunks of ``chunk_clients`` clients, each client's vector clipped to L2 ≤ ``clip`` and
+        summed as it comes (what secure aggregation computes), so memory holds one chunk of client vectors, not
+        the cohort's (DistilGPT2 × 1000 clients would be 328 GB). Pass the result to ``noisy_sum`` or
+        ``noisy_prefix_sum`` with the same ``clip``; nothing is released until then."""
+        if chunk_clients < 1:
+            raise InputError(f"chunk_clients={chunk_clients} must be at least 1")
+        total, width = None, 0
+        start = time.perf_counter()
+        for lo in range(0, max(len(cohort), 1), chunk_clients):  # an empty cohort still gives a zero sum's shape
+            ids = cohort.ids[lo : lo + chunk_clients]
+            out = batch_fn([self._clients.spans(cid) for cid in ids])
+            if len(out) != len(ids):
+                raise InputError(f"batch_fn returned {len(out)} vectors for {len(ids)} clients: one per client")
+            part = clip_rows(out, clip).sum(0)
+            total = part if total is None else total + part
+            width = int(np.prod(tuple(out.shape[1:]))) if len(out.shape) > 1 else 1
+        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
+        return ClippedSum(total, float(clip), len(cohort), width, cohort.round)
+
+    def _clipped_total(self, vectors: Any, clip: float, cohort: Cohort, name: str) -> tuple[Any, int]:
+        if isinstance(vectors, ClippedSum):
+            if vectors.round != cohort.round or vectors.n_clients != len(cohort):
+                raise PrivacyError(f"{name} got the clipped sum of another cohort (round {vectors.round}, "
+                                   f"{vectors.n_clients} clients) than round {cohort.round}'s")
+            if vectors.clip != float(clip):
+                raise PrivacyError(f"{name}: the sum was clipped at {vectors.clip:g} but the noise is scaled for "
+                                   f"clip {clip:g}; use the same clip for both")
+            if vectors.total is None:
+                raise PrivacyError(f"{name}: an empty cohort's clipped sum has no shape; give a zero-row matrix instead")
+            return vectors.total, vectors.width
+        if len(vectors) != len(cohort):
+            raise PrivacyError(f"{name} got {len(vectors)} vectors for a cohort of {len(cohort)} clients: one vector per client")
+        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
+        return clip_rows(vectors, clip).sum(0), width
+
     # -- the DP release --------------------------------------------------------------------------------
     def noisy_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort) -> Any:
         """Clip each client's vector to L2 ≤ ``clip``, sum, add N(0, (σ·clip)²); record the release."""
-        if len(vectors) != len(cohort):
-            raise PrivacyError(f"noisy_sum got {len(vectors)} vectors for a cohort of {len(cohort)} clients: one vector per client")
         if not noise_multiplier > 0:
             raise PrivacyError(
                 f"noise_multiplier {noise_multiplier} must be > 0 for a private release; the non-private reference "
                 "does not use noisy_sum"
             )
         start = time.perf_counter()
-        clipped = clip_rows(vectors, clip)
-        total = clipped.sum(0)
+        total, width = self._clipped_total(vectors, clip, cohort, "noisy_sum")
         noisy = add_gaussian_noise(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
         self.ledger.record(noise_multiplier=noise_multiplier, sample_rate=cohort.sample_rate)
-        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
         self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
         return noisy
 
@@ -242,16 +275,13 @@ class Federation:
         a binary tree aggregator (Kairouz et al. 2021, §3): each tree node gets N(0, (σ·clip)²) once, and the prefix
         sum after round t carries the node noises of t's binary decomposition. The first round of each tree records
         one ``TreeAggregationEvent`` epoch (accounted under REPLACE_SPECIAL by dp-accounting)."""
-        if len(vectors) != len(cohort):
-            raise PrivacyError(f"noisy_prefix_sum got {len(vectors)} vectors for a cohort of {len(cohort)} clients")
         if not noise_multiplier > 0:
             raise PrivacyError(f"noise_multiplier {noise_multiplier} must be > 0 for a private release")
         start = time.perf_counter()
-        total = clip_rows(vectors, clip).sum(0)
+        total, width = self._clipped_total(vectors, clip, cohort, "noisy_prefix_sum")
         if tree.steps == 0:
             self.ledger.record_tree(noise_multiplier=noise_multiplier, rounds_per_epoch=tree.rounds_per_epoch)
         noisy = tree.add(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
-        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
         self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
         return noisy
 
@@ -299,6 +329,20 @@ class Federation:
             gen.manual_seed(int(self._noise_rng.integers(2**62)))
             self._torch_generators[device] = gen
         return self._torch_generators[device]
+
+
+@dataclass(frozen=True)
+class ClippedSum:
+    """The sum of a cohort's clipped client vectors, made by ``Federation.map_clipped_sum``: not yet a release."""
+
+    total: Any
+    clip: float
+    n_clients: int
+    width: int
+    round: int
+
+    def __len__(self) -> int:
+        return self.n_clients
 
 
 class PlannedCohort:

@@ -1,4 +1,4 @@
-"""The client update shared by DP-FedAvg and DP-FTRL, and their round-selection bookkeeping.
+"""The client update shared by DP-FedAvg and DP-FTRL, and their rounds loop (resume, validation selection).
 
 Each cohort client starts from the global weights and runs local SGD over its own spans (McMahan et al. 2018,
 Alg. 1 ``ClientUpdate``; POPri App. C.1: batch size 2, sequence length 64, one local epoch), then reports
@@ -9,8 +9,11 @@ Two implementations give the same Δ (to float rounding):
 
 - :func:`local_updates_loop` — the plain reference: one client after another, the HF model's own loss;
 - :func:`local_updates_vmap` — the cohort at once (DESIGN.md §9): ``torch.func.functional_call`` + ``vmap`` +
-  ``grad`` over per-client stacked weights, in chunks of clients so memory stays bounded. Clients have
-  different numbers of batches; a client with fewer does masked no-op steps, so it equals the loop.
+  ``grad`` over per-client stacked weights, in chunks of clients so memory stays bounded. Step 0 is taken at
+  the shared global weights (``in_dims=None``: plain matrix products). Clients have different numbers of
+  batches: they are sorted by it, so at step ``s`` the clients that still train are a suffix of the chunk;
+  the step runs on that suffix and the others' weights stay as they are (their step is masked out without
+  being computed), so the result equals the loop.
 
 Dropout is off (the model stays in eval mode) so local training is deterministic and vmap-able; the batch order
 of each client comes from a generator the caller seeds (per round), so results are reproducible per seed.
@@ -59,7 +62,7 @@ class LocalSGD:
     max_len: int
     max_steps: int | None = None  # cap on local steps per client (None: every batch of every local epoch)
     vectorize: bool = True
-    chunk_clients: int = 32
+    chunk_clients: int = 16
 
     def __post_init__(self) -> None:
         if not self.lr >= 0:
@@ -72,7 +75,7 @@ class LocalSGD:
 
 # -- weights as one flat vector ---------------------------------------------------------------------------
 def flat_weights(model: torch.nn.Module) -> torch.Tensor:
-    """The model's distinct parameters (tied weights once) as one detached float32 vector."""
+    """The model's distinct parameters (tied weights once, in ``parameters()`` order) as one detached vector."""
     return parameters_to_vector(model.parameters()).detach().clone()
 
 
@@ -128,7 +131,7 @@ def local_updates_loop(model: torch.nn.Module, batches: ClientBatches, *, lr: fl
 
 # -- the cohort at once -----------------------------------------------------------------------------------
 class _FunctionalLM:
-    """A weight-free view of a causal LM for torch.func: loss(params, ids, labels) of one client's batch.
+    """A weight-free view of a causal LM for torch.func: ``loss(params, ids, targets)`` of one client's batch.
 
     The forward gets ``inputs_embeds`` (looked up here from the params, so tied input/output embeddings get
     both gradients) and no attention mask: with right padding a causal model's real positions never attend
@@ -172,13 +175,14 @@ def _step_tensors(clients: ClientBatches, step: int, batch_size: int, pad_id: in
 
 
 def local_updates_vmap(model: torch.nn.Module | _FunctionalLM, batches: ClientBatches, *, lr: float, pad_id: int,
-                       batch_size: int, chunk_clients: int = 32) -> torch.Tensor:
+                       batch_size: int, chunk_clients: int = 16) -> torch.Tensor:
     """Δ of every client, ``chunk_clients`` at a time through ``vmap(grad(loss))``: (n, n_params).
 
     Clients are sorted by number of local steps, so in a chunk the clients still training at step ``s`` are a
     suffix of it: step ``s`` runs on that suffix only and the others keep their weights (their step is masked
-    out without being computed). Rows come back in the order of ``batches``. ``model`` may be a prepared
-    :class:`_FunctionalLM` (holding the global weights) to skip the copy."""
+    out without being computed). Step 0 is taken at the shared global weights (``in_dims=None``). Rows come back
+    in the order of ``batches``. ``model`` may be a prepared :class:`_FunctionalLM` (holding the global weights)
+    to skip the copy."""
     fn = model if isinstance(model, _FunctionalLM) else _FunctionalLM(model)
     base = flat_weights(fn.model)
     out = base.new_zeros((len(batches), base.numel()))

@@ -4,7 +4,7 @@
 Each round a Poisson cohort (rate q = clients_per_round / N) runs local SGD from the global weights
 (:mod:`largefedbench.methods._local_training`); the server sees only the noisy sum of their updates, each
 clipped to L2 ≤ ``clip``, plus N(0, (σ·clip)²) (``fed.noisy_sum``: secure aggregation + Gaussian noise), and
-steps with the fixed-denominator estimator of McMahan et al. (2018, §2, ``f̃_f``):
+steps with the fixed-denominator estimator of McMahan et al. (2018, Alg. 1, ``f̃_f`` with unit client weights):
 
     θ ← θ + server_lr · noisy_sum / (q·N),
 
@@ -28,7 +28,8 @@ from largefedbench.methods._local_training import (
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
-from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.federation import Federation
+from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 
@@ -56,7 +57,7 @@ class DPFedAvgConfig:
     server_lr: float = 1.0
     eval_every: int = 1
     vectorize: bool = True
-    chunk_clients: int = 32
+    chunk_clients: int = 16
     record_update_norms: bool = False
 
     def __post_init__(self) -> None:
@@ -83,7 +84,7 @@ class DPFedAvg(Method):
     output = "model"
     Config = DPFedAvgConfig
 
-    def train(self, fed, public: PublicResources, cfg: DPFedAvgConfig, budget) -> Artifact:
+    def train(self, fed: Federation, public: PublicResources, cfg: DPFedAvgConfig, budget: PrivacyBudget) -> Artifact:
         n = fed.n_clients
         q = min(1.0, cfg.clients_per_round / n)
         sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=q, steps=cfg.rounds), n_clients=n)
@@ -103,8 +104,12 @@ class DPFedAvg(Method):
         for r in run.rounds_left():
             cohort = fed.sample(q)
             rng = public.rng(r)  # the clients' local batch order in round r
-            updates = fed.map(cohort, batch_fn=lambda spans, w=weights, g=rng: trainer(w, spans, g),
-                              download_floats=weights.numel())
+            fn = lambda spans, w=weights, g=rng: trainer(w, spans, g)  # noqa: E731
+            if cfg.record_update_norms:  # needs every client's vector at once
+                updates = fed.map(cohort, batch_fn=fn, download_floats=weights.numel())
+            else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
+                updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
+                                              download_floats=weights.numel())
             row = {"cohort_size": len(cohort), **(update_norm_stats(updates, cfg.clip) if cfg.record_update_norms else {})}
             noisy = fed.noisy_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
             weights = weights + cfg.server_lr * noisy.to(weights) / (q * n)

@@ -1,12 +1,12 @@
 """DP-FTRL: federated fine-tuning without sampling or shuffling amplification (Kairouz, McMahan, Song, Thakkar,
-Thakurta & Xu, ICML 2021, "Practical and private (deep) learning without sampling or shuffling", Alg. 1 and
-§5 DP-FTRLM; POPri App. C.2).
+Thakurta & Xu, ICML 2021, "Practical and private (deep) learning without sampling or shuffling": DP-FTRL, Alg. 1,
+and its server-momentum variant DP-FTRLM; POPri App. C.2).
 
 The clients are shuffled each epoch and cut into ⌊N/B⌋ disjoint cohorts of B = ``clients_per_round``
 (``fed.epoch``), so a client contributes at most once per epoch. Each round the cohort runs the same local SGD as
 DP-FedAvg; the server receives the running sum of the clipped updates since the epoch began with binary-tree
 noise (``fed.noisy_prefix_sum``, one N(0, (σ·clip)²) draw per tree node) and takes the FTRL step with server
-momentum β (Kairouz et al. §5; their code's ``DPFTRLMServerOptimizer``):
+momentum β (DP-FTRLM, as their code's ``DPFTRLMServerOptimizer``):
 
     m_t = β·m_{t-1} + S̃_t,      θ_t = θ_0 + server_lr · m_t / B,
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from largefedbench.methods._local_training import (
     CohortTrainer,
     LocalSGD,
@@ -39,8 +40,8 @@ from largefedbench.methods._local_training import (
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
-from largefedbench.federation import TreePrefixSum
-from largefedbench.privacy import TreeAggregationEvent
+from largefedbench.federation import Federation, TreePrefixSum
+from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 
 __all__ = ["DPFTRL", "DPFTRLConfig", "ftrl_weights"]
 
@@ -65,7 +66,7 @@ class DPFTRLConfig:
     calibrate_as_paper: bool = False
     eval_every: int = 1
     vectorize: bool = True
-    chunk_clients: int = 32
+    chunk_clients: int = 16
     record_update_norms: bool = False
 
     def __post_init__(self) -> None:
@@ -79,7 +80,7 @@ class DPFTRLConfig:
     @classmethod
     def tiny(cls) -> DPFTRLConfig:
         """A few seconds on the demo snapshot: 3 rounds of 100 clients, at most 2 local steps each."""
-        return cls(rounds=3, clients_per_round=100, max_local_steps=2, client_lr=0.05, clip=0.5, server_momentum=0.5)
+        return cls(rounds=3, clients_per_round=100, max_local_steps=2, client_lr=0.05, clip=0.5)
 
     def local(self) -> LocalSGD:
         return LocalSGD(lr=self.client_lr, batch_size=self.client_batch_size, epochs=self.local_epochs,
@@ -87,7 +88,8 @@ class DPFTRLConfig:
                         chunk_clients=self.chunk_clients)
 
 
-def ftrl_weights(theta0, momentum_buffer, noisy_prefix_sum, *, lr: float, momentum: float, per_round: int):
+def ftrl_weights(theta0: torch.Tensor, momentum_buffer: torch.Tensor | None, noisy_prefix_sum: torch.Tensor, *,
+                 lr: float, momentum: float, per_round: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One DP-FTRLM server step: ``(θ_t, m_t)`` with m_t = β·m_{t-1} + S̃_t and θ_t = θ_0 + lr·m_t / B."""
     buffer = noisy_prefix_sum if momentum_buffer is None else momentum * momentum_buffer + noisy_prefix_sum
     return theta0 + lr * buffer / per_round, buffer
@@ -101,7 +103,7 @@ class DPFTRL(Method):
     output = "model"
     Config = DPFTRLConfig
 
-    def train(self, fed, public: PublicResources, cfg: DPFTRLConfig, budget) -> Artifact:
+    def train(self, fed: Federation, public: PublicResources, cfg: DPFTRLConfig, budget: PrivacyBudget) -> Artifact:
         n = fed.n_clients
         per_round = min(cfg.clients_per_round, n)
         rounds_per_epoch = n // per_round
@@ -132,8 +134,12 @@ class DPFTRL(Method):
                 cohorts, tree, theta0, buffer = fed.epoch(per_round), TreePrefixSum(rounds_per_epoch), weights, None
             cohort = cohorts[j].start()
             rng = public.rng(r)  # the clients' local batch order in round r
-            updates = fed.map(cohort, batch_fn=lambda spans, w=weights, g=rng: trainer(w, spans, g),
-                              download_floats=weights.numel())
+            fn = lambda spans, w=weights, g=rng: trainer(w, spans, g)  # noqa: E731
+            if cfg.record_update_norms:  # needs every client's vector at once
+                updates = fed.map(cohort, batch_fn=fn, download_floats=weights.numel())
+            else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
+                updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
+                                              download_floats=weights.numel())
             row = {"cohort_size": len(cohort), "epoch": (r - 1) // rounds_per_epoch + 1,
                    **(update_norm_stats(updates, cfg.clip) if cfg.record_update_norms else {})}
             prefix = fed.noisy_prefix_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort, tree=tree)
@@ -155,7 +161,7 @@ class DPFTRL(Method):
         return artifact
 
 
-def _replay_epoch(fed, epoch_rng, per_round: int):
+def _replay_epoch(fed: Federation, epoch_rng: dict, per_round: int) -> list:
     """The cohorts of the interrupted epoch: ``fed.epoch`` redrawn from the federation RNG state saved at the
     epoch's start, then every other part of the federation's state put back (same shuffle, nothing else moves)."""
     now = fed.state_dict()
@@ -165,7 +171,7 @@ def _replay_epoch(fed, epoch_rng, per_round: int):
     return cohorts
 
 
-def _to(value, like):
+def _to(value, like: torch.Tensor):
     """Tensors of a checkpointed value (nested dicts) moved to ``like``'s device and dtype."""
     if isinstance(value, dict):
         return {k: _to(v, like) for k, v in value.items()}

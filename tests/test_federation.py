@@ -114,3 +114,22 @@ def test_costs_are_counted_per_round(train):
     assert summary["rounds"] == 3
     assert summary["floats_down_per_client_per_round"] == 1000 and summary["floats_up_per_client_per_round"] == 10
     assert summary["client_seconds_total"] > 0 and summary["server_seconds_total"] > 0
+
+
+def test_a_streamed_clipped_sum_releases_the_same_as_the_full_matrix(train):
+    """map_clipped_sum holds one chunk of client vectors at a time; its release equals noisy_sum of the full map."""
+    def features(clients):
+        return np.array([[len(s), sum(map(len, s)), -float(len(s[0]))] for s in clients])
+
+    a, b = Federation(train, seed=5), Federation(train, seed=5)
+    ca, cb = a.sample(0.3), b.sample(0.3)
+    full = a.noisy_sum(a.map(ca, batch_fn=features), clip=50.0, noise_multiplier=0.5, cohort=ca)
+    streamed = b.noisy_sum(b.map_clipped_sum(cb, features, clip=50.0, chunk_clients=7), clip=50.0, noise_multiplier=0.5,
+                           cohort=cb)
+    np.testing.assert_allclose(streamed, full, rtol=1e-9)
+    assert a.ledger == b.ledger and b.costs.summary()["floats_up_per_client_per_round"] == 3
+    with pytest.raises(PrivacyError, match="same clip"):
+        b.noisy_sum(b.map_clipped_sum(cb, features, clip=10.0), clip=50.0, noise_multiplier=0.5, cohort=cb)
+    other = b.sample(0.3)
+    with pytest.raises(PrivacyError, match="another cohort"):
+        b.noisy_sum(b.map_clipped_sum(cb, features, clip=50.0), clip=50.0, noise_multiplier=0.5, cohort=other)

@@ -1,0 +1,173 @@
+"""DP-FedAvg (methods/dp_fedavg.py) and the shared client update (methods/_local_training.py) on the demo
+snapshot with the tiny models: vmap = loop, clipping, ledger and σ, server noise, empty cohorts, resume after a
+kill, and a gain over the public model at a large ε."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from largefedbench.methods._local_training import (
+    CohortTrainer,
+    LocalSGD,
+    client_batches,
+    flat_weights,
+    local_updates_loop,
+    local_updates_vmap,
+    update_norm_stats,
+)
+from largefedbench.methods.dp_fedavg import DPFedAvg
+
+from largefedbench.contract import PublicResources
+from largefedbench.data.federated import ClientSplit
+from largefedbench.evaluation.accuracy import next_token_accuracy
+from largefedbench.federation import Federation, clip_rows
+from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
+
+DELTA = 1e-5
+N_VALIDATION = 120
+
+
+def public_for(tiny, run_dir, cls=PublicResources) -> PublicResources:
+    fd, bundle, _ = tiny
+    texts = fd.validation.all_spans()[:N_VALIDATION]
+    return cls(fd=fd, models=bundle, seed=0, run_dir=run_dir, progress=False,
+               validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
+
+
+def subset(tiny, n: int) -> ClientSplit:
+    """The first ``n`` train clients as their own split (a small federation for cheap end-to-end runs)."""
+    return ClientSplit("train", tiny[0].train.table.select(range(n)))
+
+
+class Killed(Exception):
+    pass
+
+
+def killed_after(round_index: int) -> type[PublicResources]:
+    """PublicResources whose run dies right after checkpointing ``round_index`` (a kill between rounds)."""
+
+    class Dying(PublicResources):
+        def save_round(self, fed, r, state):
+            super().save_round(fed, r, state)
+            if r == round_index:
+                raise Killed
+
+    return Dying
+
+
+@pytest.fixture(scope="module")
+def large_eps_run(tiny, tmp_path_factory):
+    """The tiny config at ε = 50 on the whole demo train split."""
+    fd = tiny[0]
+    fed = Federation(fd.train, seed=3)
+    cfg = DPFedAvg.Config.tiny()
+    budget = PrivacyBudget(50.0, DELTA)
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path_factory.mktemp("fedavg")), cfg, budget)
+    return fed, cfg, budget, artifact
+
+
+# -- the client update -------------------------------------------------------------------------------------
+def test_vmap_update_equals_loop(tiny):
+    fd, bundle, _ = tiny
+    model, tok = bundle.new_downstream(), bundle.tokenizer
+    spans = [fd.train.spans(cid) for cid in fd.train.ids[:23]] + [[]]  # a client without spans gives Δ = 0
+    local = LocalSGD(lr=0.05, batch_size=2, epochs=2, max_len=64, max_steps=3)
+    batches = client_batches(tok, spans, local, np.random.default_rng(7))
+    assert {len(b) for b in batches} >= {0, 2, 3}  # ragged: masked no-op steps are exercised
+    loop = local_updates_loop(model, batches, lr=local.lr, pad_id=tok.pad_token_id)
+    vmap = local_updates_vmap(model, batches, lr=local.lr, pad_id=tok.pad_token_id, batch_size=2, chunk_clients=5)
+    assert vmap.shape == loop.shape == (24, flat_weights(model).numel())
+    assert torch.count_nonzero(loop[-1]) == 0 and loop[:-1].norm(dim=1).min() > 0
+    assert (vmap - loop).abs().max() < 1e-5
+    # The trainer (both paths) gives the same rows, and never moves the caller's model.
+    before = flat_weights(model)
+    for vectorize in (True, False):
+        trainer = CohortTrainer(model, tok, dataclasses.replace(local, vectorize=vectorize))
+        assert (trainer(before, spans, np.random.default_rng(7)) - loop).abs().max() < 1e-5
+    assert torch.equal(flat_weights(model), before)
+
+
+def test_clipped_updates_are_within_clip(tiny):
+    fd, bundle, _ = tiny
+    model = bundle.new_downstream()
+    trainer = CohortTrainer(model, bundle.tokenizer, LocalSGD(lr=0.05, batch_size=2, epochs=1, max_len=64))
+    updates = trainer(flat_weights(model), [fd.train.spans(c) for c in fd.train.ids[:16]], np.random.default_rng(0))
+    norms = updates.norm(dim=1)
+    clip = float(norms.median())  # about half the clients get clipped
+    clipped = clip_rows(updates, clip)
+    assert (clipped.norm(dim=1) <= clip * (1 + 1e-6)).all()
+    small = norms <= clip
+    assert torch.equal(clipped[small], updates[small])  # updates under the clip are untouched
+    stats = update_norm_stats(updates, clip)
+    assert stats["fraction_clipped"] == pytest.approx(float((~small).float().mean()))
+    assert stats["mean_update_norm"] == pytest.approx(float(norms.mean()), rel=1e-6)
+
+
+# -- privacy -----------------------------------------------------------------------------------------------
+def test_ledger_holds_the_calibrated_rounds(large_eps_run):
+    fed, cfg, budget, artifact = large_eps_run
+    q = cfg.clients_per_round / fed.n_clients
+    sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=q, steps=cfg.rounds), n_clients=fed.n_clients)
+    assert artifact.info["sigma"] == sigma and artifact.info["sample_rate"] == q
+    assert fed.ledger.events == (PoissonGaussianEvent(sigma, q, cfg.rounds),)
+    assert 0.98 * budget.epsilon <= fed.ledger.epsilon(DELTA) <= budget.epsilon
+    assert [r["round"] for r in artifact.history] == [0, 1, 2, 3]
+    assert all(abs(r["cohort_size"] - q * fed.n_clients) < 40 for r in artifact.history[1:])
+    assert fed.costs.summary()["floats_down_per_client_per_round"] == flat_weights(artifact.model).numel()
+
+
+def test_server_step_adds_the_calibrated_noise(tiny, tmp_path):
+    """With client lr 0 every update is 0, so the model moves by exactly server_lr · N(0, (σ·clip)²) / (q·N)."""
+    fed = Federation(subset(tiny, 40), seed=1)
+    cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=1, clients_per_round=4, client_lr=0.0, clip=0.3,
+                              server_lr=0.7)
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(4.0, DELTA))
+    moved = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["server"]["weights"]
+    noise = (moved - flat_weights(tiny[1].new_downstream())) * (0.1 * 40) / 0.7
+    expected = artifact.info["sigma"] * 0.3
+    assert noise.mean().abs() < 5 * expected / noise.numel() ** 0.5
+    assert noise.std().item() == pytest.approx(expected, rel=0.02)
+
+
+def test_an_empty_cohort_still_counts_as_a_round(tiny, tmp_path):
+    fed = Federation(subset(tiny, 30), seed=0)
+    cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=4, clients_per_round=1)
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(8.0, 1e-3))
+    sizes = [r["cohort_size"] for r in artifact.history[1:]]
+    assert 0 in sizes and any(sizes)  # seed 0 draws an empty and a non-empty cohort
+    assert fed.ledger.events == (PoissonGaussianEvent(artifact.info["sigma"], 1 / 30, 4),)
+
+
+# -- resume and selection ----------------------------------------------------------------------------------
+def test_resume_after_a_kill_equals_an_uninterrupted_run(tiny, tmp_path):
+    cfg = dataclasses.replace(DPFedAvg.Config.tiny(), clients_per_round=30, record_update_norms=True)
+    budget = PrivacyBudget(20.0, 1e-4)
+
+    def run(run_dir, cls=PublicResources):
+        fed = Federation(subset(tiny, 300), seed=5)
+        return fed, DPFedAvg().train(fed, public_for(tiny, run_dir, cls), cfg, budget)
+
+    fed_a, straight = run(tmp_path / "straight")
+    with pytest.raises(Killed):
+        run(tmp_path / "killed", killed_after(2))
+    fed_b, resumed = run(tmp_path / "killed")
+    assert resumed.history == straight.history
+    assert fed_b.ledger == fed_a.ledger and fed_b.round == fed_a.round == 2
+    assert torch.equal(flat_weights(resumed.model), flat_weights(straight.model))
+    assert resumed.info == straight.info
+
+
+def test_large_epsilon_beats_the_public_model(large_eps_run, tiny):
+    artifact = large_eps_run[-1]
+    history = artifact.history
+    public_top1 = history[0]["validation_top1"]
+    assert artifact.info["best_round"] >= 1
+    assert artifact.info["best_validation_top1"] == max(r["validation_top1"] for r in history)
+    assert artifact.info["best_validation_top1"] > public_top1 + 0.004
+    # The returned model is the selected round's.
+    fd, bundle, _ = tiny
+    again = next_token_accuracy(artifact.model, bundle.tokenizer, fd.validation.all_spans()[:N_VALIDATION])
+    assert again["top1"] == pytest.approx(artifact.info["best_validation_top1"])
