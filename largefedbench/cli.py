@@ -246,6 +246,108 @@ def cmd_eval(args) -> int:
     return 0
 
 
+# --- leaderboard and smoke (issue 5: entries, validation, the board, the submission path) ------------------
+def cmd_leaderboard_validate(args) -> int:
+    from largefedbench.leaderboard.validate import (
+        format_reports,
+        reports_json,
+        validate_paths,
+    )
+
+    reports = validate_paths(args.paths or [Path("leaderboard") / "entries"])
+    print(reports_json(reports) if args.json else format_reports(reports, verbose=args.verbose_entries))
+    return 1 if any(not r.valid for r in reports) else 0
+
+
+def cmd_leaderboard_render(args) -> int:
+    from largefedbench.leaderboard.render import render_board
+    from largefedbench.leaderboard.validate import format_reports
+
+    result = render_board(args.out, check=args.check)
+    if result.invalid:
+        print(f"lfb leaderboard render: {len(result.invalid)} invalid entries are not shown:\n"
+              + format_reports(result.invalid), file=sys.stderr)
+    if args.check:
+        for path in result.stale:
+            print(f"{path} is out of date: run `lfb leaderboard render --out {args.out}`", file=sys.stderr)
+        return 1 if result.stale else 0
+    board = result.board
+    print(f"rendered {len(board.rows)} entries ({board.count('ranked')} ranked, {board.count('unranked')} unranked, "
+          f"{board.count('contaminated')} possibly contaminated; {len(result.invalid)} invalid not shown) in "
+          f"{result.seconds:.1f} s: {args.out / 'README.md'}, {args.out / 'index.html'}")
+    return 0
+
+
+def cmd_leaderboard_reproduce(args) -> int:
+    from largefedbench.leaderboard.reproduce import Tolerances, reproduce
+
+    tol = Tolerances(accuracy=args.accuracy_tolerance)
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb reproduce: {msg}", file=sys.stderr))
+    result = reproduce(args.entry, root=args.root, tolerances=tol, out=args.out, progress=not args.quiet, log=log)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(result.format())
+    return 0 if result.ok else 1
+
+
+def cmd_smoke(args) -> int:
+    from largefedbench.leaderboard.smoke import smoke
+
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
+    report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
+                   seed=args.seed, root=args.root, log=log)
+    _print_json(report.to_dict()) if args.json else print(report.format())
+    return 0 if report.ok else 1
+
+
+def _add_leaderboard_parsers(sub) -> None:
+    board = sub.add_parser("leaderboard", help="validate, render and reproduce leaderboard entries",
+                           epilog="examples:\n  lfb leaderboard validate\n  lfb leaderboard render --out leaderboard\n"
+                           "  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    bsub = board.add_subparsers(dest="leaderboard_command", metavar="COMMAND")
+    p = bsub.add_parser("validate", help="check entries: schema, ε from the ledgers, δ, seeds, consistency, paths",
+                        description="Check every entry (default: ./leaderboard/entries). Exit 1 if any is invalid. "
+                        "Entries are read as data only: nothing in them is imported or executed.")
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="entry files or folders")
+    p.add_argument("--all", dest="verbose_entries", action="store_true", help="list every entry, not only those with findings")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_leaderboard_validate)
+    p = bsub.add_parser("render", help="write README.md, index.html and plots/ from the entries",
+                        description="Render the board from OUT/entries into OUT/README.md, OUT/index.html and OUT/plots/. "
+                        "Invalid entries are not shown; --check writes nothing and exits 1 if the pages are stale.")
+    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="the board folder (default ./leaderboard)")
+    p.add_argument("--check", action="store_true", help="only check that README.md and index.html are up to date")
+    p.set_defaults(func=cmd_leaderboard_render)
+    p = bsub.add_parser("reproduce", help="re-run an entry's resolved config and compare the numbers",
+                        description="Re-run ENTRY (same method name, snapshot, seeds, budget, profile and config) in a "
+                        "temporary folder and compare every number with its tolerance; exit 1 if any is outside.")
+    p.add_argument("entry", type=Path, help="an entry file under leaderboard/entries/")
+    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
+    p.add_argument("--accuracy-tolerance", type=float, default=0.005, help="absolute, on accuracies (default 0.005)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress")
+    p.set_defaults(func=cmd_leaderboard_reproduce)
+    board.set_defaults(func=lambda a: (board.print_help(), 2)[1])
+
+    p = sub.add_parser("smoke", help="seconds-long check of a method before `lfb eval` (contract, ledger, determinism)",
+                       description="Run METHOD twice with one seed on the demo snapshot with the tiny profile and check "
+                       "the contract, that private data is reached only through the federation, that every DP release "
+                       "is in the ledger (non-empty for a private method, ε within the target) and that the runs agree.")
+    p.add_argument("method", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+    p.add_argument("--epsilon", type=float, help="target ε (default 1)")
+    p.add_argument("--delta", type=float, help="δ (default 3e-6)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress")
+    p.set_defaults(func=cmd_smoke)
+# --- end of leaderboard and smoke ------------------------------------------------------------------------------
+
+
 # --- parser --------------------------------------------------------------------------------------------
 def _add_common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
     p.add_argument("--out", type=Path, default=None, help="root folder instead of $LFB_HOME")
@@ -351,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cutoffs)
+    _add_leaderboard_parsers(sub)  # leaderboard and smoke
     return parser
 
 

@@ -41,11 +41,24 @@ from largefedbench.contract import Artifact, Method, PublicResources, config_to_
 from largefedbench.errors import InputError
 from largefedbench.models import embed
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
-from largefedbench.synthetic.generation import generate_flat, seed_for
+from largefedbench.synthetic.generation import (
+    clean_completion,
+    decode_continuations,
+    generate_ids,
+    seed_for,
+)
 from largefedbench.synthetic.lora import add_lora, load_lora_state, lora_state
 from largefedbench.synthetic.preferences import preference_pairs
 from largefedbench.synthetic.prompts import build_prompts
-from largefedbench.synthetic.rounds import BestCheckpoint, Timer, draw_cohort, fid_to, noise_for_rounds, public_examples, take
+from largefedbench.synthetic.rounds import (
+    BestCheckpoint,
+    Timer,
+    draw_cohort,
+    fid_to,
+    noise_for_rounds,
+    public_examples,
+    take,
+)
 from largefedbench.synthetic.scoring import nn_votes, popri_scores
 
 
@@ -123,15 +136,18 @@ class POPri(Method):
         sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
         validation = public.validation_embeddings()
-        model = add_lora(bundle.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+        model = add_lora(bundle.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                         seed=seed_for(public.seed, 5))
         gen_kwargs = {"max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p,
                       "batch_size": cfg.generation_batch_size}
 
-        def sample(n_prompts: int, n_per_prompt: int, stream: int) -> tuple[list[str], list[str]]:
+        def sample(n_prompts: int, n_per_prompt: int, stream: int) -> tuple[list[str], list[str], list[str]]:
+            """(prompts, raw continuations for DPO, cleaned samples), prompt-major."""
             prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream))
-            texts = generate_flat(model, tok, prompts, n_per_prompt=n_per_prompt, seed=seed_for(public.seed, stream), **gen_kwargs,
-                                  progress=public.progress, desc=f"generating ({stream})")
-            return prompts, texts
+            ids = generate_ids(model, tok, prompts, n_per_prompt=n_per_prompt, seed=seed_for(public.seed, stream), **gen_kwargs,
+                               progress=public.progress, desc=f"generating ({stream})")
+            raw = decode_continuations(tok, ids, clean=False)
+            return prompts, raw, [clean_completion(t) for t in raw]
 
         history: list[dict] = []
         best = BestCheckpoint()
@@ -147,7 +163,7 @@ class POPri(Method):
                 cohort = draw_cohort(fed, rate)
                 server = Timer()
                 with server():
-                    prompts, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + r)
+                    prompts, raw, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + r)
                     emb = embed(texts, bundle.embedder)
                     fid_r = fid_to(emb, validation)
                     if cfg.early_stopping:
@@ -161,7 +177,7 @@ class POPri(Method):
                 with server():
                     if len(pairs):
                         metrics = dpo_update(
-                            model, tok, take(prompts, pairs.prompt), take(texts, pairs.chosen), take(texts, pairs.rejected),
+                            model, tok, take(prompts, pairs.prompt), take(raw, pairs.chosen), take(raw, pairs.rejected),
                             beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
                             loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
                             progress=public.progress,
@@ -178,7 +194,7 @@ class POPri(Method):
         server = Timer()
         with server():
             if cfg.early_stopping:
-                _, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + cfg.rounds)
+                *_, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + cfg.rounds)
                 fid_t = fid_to(embed(texts, bundle.embedder), validation)
                 history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
                 best.offer(fid_t, cfg.rounds, lora_state(model))
@@ -187,7 +203,7 @@ class POPri(Method):
             fed.costs.add(last_cohort_round, server_seconds=server.seconds)
         final = Timer()
         with final():
-            _, synthetic = sample(cfg.n_final, 1, stream=10_000)
+            *_, synthetic = sample(cfg.n_final, 1, stream=10_000)
         artifact = Artifact.synthetic(
             synthetic, method="popri", sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
             best_round=best.round if cfg.early_stopping else cfg.rounds,

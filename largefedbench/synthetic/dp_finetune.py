@@ -11,7 +11,9 @@ fixed-denominator estimator):
    flattened;
 3. ``fed.noisy_sum`` clips every Δ to L2 ≤ ``clip``, sums, adds N(0, (σ·clip)²) and records a
    ``PoissonGaussianEvent(σ, q)``;
-4. the server divides by the *expected* cohort size q·N and takes a server step (SGD with optional momentum).
+4. the server divides by the *expected* cohort size q·N and takes a server step: SGD with optional momentum on the
+   mean Δ (DP-FedAvg), or Adam on it (DP-FedAdam; with one local step of client lr 1 this is user-level DP-Adam where
+   one client's averaged gradient is one "example": the cheapest faithful user-level form of a paper's DP-Adam).
 
 Only the adapter moves; the base model is frozen. σ comes from the method's composed plan: :meth:`DPFedAvg.events`
 gives the planned ledger events of the rounds so a method can add its other releases and calibrate once.
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy import PoissonGaussianEvent
 
 __all__ = [
@@ -38,14 +40,19 @@ __all__ = [
     "DPFedAvg",
     "FedAvgServer",
     "LMExample",
+    "attention_targets",
     "conditional_prompt",
     "conditional_sequences",
     "generator_update",
     "lm_loss",
-    "local_updates",
     "local_steps",
+    "local_updates",
+    "lora_generator",
+    "pretrain_on_public",
+    "require_private_budget",
     "run_round",
     "start_text",
+    "train_adapter",
 ]
 
 
@@ -62,6 +69,9 @@ class DPFedAvg:
     max_local_steps: int | None = None
     server_lr: float = 1.0
     server_momentum: float = 0.0
+    server_optimizer: str = "sgd"  # "sgd" (with momentum) or "adam"
+    client_optimizer: str = "sgd"  # "sgd" or "adamw" (a fresh AdamW per client and round, no weight decay)
+    client_betas: tuple[float, float] = (0.9, 0.999)
     max_len: int = 96
 
     def __post_init__(self) -> None:
@@ -69,6 +79,10 @@ class DPFedAvg:
             raise InputError(f"DP-FedAvg needs rounds >= 1, clients_per_round > 0 and clip > 0; got {self}")
         if self.local_epochs < 1 or self.local_batch_size < 1 or (self.max_local_steps is not None and self.max_local_steps < 1):
             raise InputError("local epochs, local batch size and max_local_steps must be at least 1")
+        if self.server_optimizer not in ("sgd", "adam"):
+            raise InputError(f"server_optimizer={self.server_optimizer!r}; choose 'sgd' or 'adam'")
+        if self.client_optimizer not in ("sgd", "adamw"):
+            raise InputError(f"client_optimizer={self.client_optimizer!r}; choose 'sgd' or 'adamw'")
 
     def sample_rate(self, n_clients: int) -> float:
         """Poisson rate q = clients_per_round / n_clients (capped at 1)."""
@@ -80,6 +94,13 @@ class DPFedAvg:
         """The ledger events of ``rounds`` (default: all) rounds at ``noise_multiplier``: what ``run_round`` records."""
         n = self.rounds if rounds is None else rounds
         return [PoissonGaussianEvent(noise_multiplier, self.sample_rate(n_clients), n)] if n > 0 else []
+
+
+def require_private_budget(budget, method: str) -> None:
+    """Stop unless 0 < ε < ∞: the references are the methods 'public' (ε = 0) and 'non-private' (ε = ∞)."""
+    if budget.is_public or budget.is_non_private:
+        raise MethodError(f"{method} runs at 0 < ε < ∞, got ε = {budget.epsilon}; the ε = 0 and ε = ∞ points are the "
+                          "methods 'public' and 'non-private'")
 
 
 # -- the adapter as one flat vector -------------------------------------------------------------------------
@@ -183,7 +204,7 @@ def local_updates(adapter: AdapterVector, clients: Sequence[Sequence[Any]], loss
     """Δ of every client from the adapter's current weights (restored afterwards): ``(len(clients), adapter.numel)``.
 
     ``clients[i]`` is client i's examples; ``loss_fn(batch)`` is the mean loss of a batch of them under the model's
-    current weights. Plain SGD with ``settings.client_lr``; a client without examples reports Δ = 0."""
+    current weights. SGD (or a fresh AdamW) with ``settings.client_lr``; a client without examples reports Δ = 0."""
     base = adapter.get()
     rows = torch.zeros((len(clients), adapter.numel))
     was_training = adapter.model.training
@@ -194,12 +215,20 @@ def local_updates(adapter: AdapterVector, clients: Sequence[Sequence[Any]], loss
             if not steps:
                 continue
             adapter.set(base)
+            opt = (torch.optim.AdamW(adapter.params, lr=settings.client_lr, betas=settings.client_betas, weight_decay=0.0)
+                   if settings.client_optimizer == "adamw" else None)
             for step in steps:
                 loss = loss_fn([examples[j] for j in step])
                 grads = torch.autograd.grad(loss, adapter.params)
                 with torch.no_grad():
                     for p, g in zip(adapter.params, grads):
-                        p.sub_(settings.client_lr * g)
+                        if opt is None:
+                            p.sub_(settings.client_lr * g)
+                        else:
+                            p.grad = g
+                if opt is not None:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
             rows[i] = adapter.get() - base
     finally:
         adapter.set(base)
@@ -209,32 +238,51 @@ def local_updates(adapter: AdapterVector, clients: Sequence[Sequence[Any]], loss
 
 # -- the server ---------------------------------------------------------------------------------------------
 class FedAvgServer:
-    """The global adapter and the server optimizer (SGD with momentum on the negated mean update)."""
+    """The global adapter and the server optimizer, applied to the mean update (the negated pseudo-gradient)."""
+
+    ADAM_BETAS = (0.9, 0.999)
+    ADAM_EPS = 1e-8
 
     def __init__(self, adapter: AdapterVector, settings: DPFedAvg) -> None:
         self.adapter = adapter
         self.settings = settings
         self.momentum = torch.zeros(adapter.numel)
+        self.second = torch.zeros(adapter.numel)
+        self.steps = 0
 
     def step(self, noisy_sum: torch.Tensor, expected_clients: float) -> float:
         """Apply one round's released sum; returns the L2 norm of the noisy mean update (post-processing only)."""
         mean = torch.as_tensor(noisy_sum, dtype=torch.float32).reshape(-1) / max(float(expected_clients), 1e-12)
-        self.momentum = self.settings.server_momentum * self.momentum + mean
-        self.adapter.set(self.adapter.get() + self.settings.server_lr * self.momentum)
+        self.steps += 1
+        if self.settings.server_optimizer == "adam":
+            b1, b2 = self.ADAM_BETAS
+            self.momentum = b1 * self.momentum + (1 - b1) * mean
+            self.second = b2 * self.second + (1 - b2) * mean * mean
+            m_hat = self.momentum / (1 - b1**self.steps)
+            v_hat = self.second / (1 - b2**self.steps)
+            move = m_hat / (v_hat.sqrt() + self.ADAM_EPS)
+        else:
+            self.momentum = self.settings.server_momentum * self.momentum + mean
+            move = self.momentum
+        self.adapter.set(self.adapter.get() + self.settings.server_lr * move)
         return float(torch.linalg.vector_norm(mean))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.adapter.get(), "momentum": self.momentum.clone()}
+        return {"weights": self.adapter.get(), "momentum": self.momentum.clone(), "second": self.second.clone(),
+                "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.adapter.set(state["weights"])
         self.momentum = state["momentum"].clone()
+        self.second = state["second"].clone()
+        self.steps = int(state["steps"])
 
 
 def run_round(fed, server: FedAvgServer, sigma: float, client_update: Callable[[Any, list[list[str]]], torch.Tensor], *,
-              rate: float | None = None) -> dict[str, Any]:
-    """One DP-FedAvg round: Poisson cohort, ``client_update(cohort, spans_per_client)`` → Δ rows inside the client
-    map, clipped noisy sum (one ledger event), server step. Returns the round's public record."""
+              rate: float | None = None, expected_clients: float | None = None) -> dict[str, Any]:
+    """One DP-FedAvg round: Poisson cohort at ``rate`` (default the settings' q), ``client_update(cohort, spans)`` → Δ
+    rows inside the client map, clipped noisy sum (one ledger event), server step dividing by ``expected_clients``
+    (default q·N). Returns the round's public record."""
     settings = server.settings
     q = settings.sample_rate(fed.n_clients) if rate is None else rate
     cohort = fed.sample(q)
@@ -245,7 +293,7 @@ def run_round(fed, server: FedAvgServer, sigma: float, client_update: Callable[[
 
     deltas = fed.map(cohort, batch_fn=batch_fn, download_floats=width)
     noisy = fed.noisy_sum(deltas, clip=settings.clip, noise_multiplier=sigma, cohort=cohort)
-    norm = server.step(noisy, q * fed.n_clients)
+    norm = server.step(noisy, q * fed.n_clients if expected_clients is None else expected_clients)
     return {"round": int(cohort.round), "clients": len(cohort), "noisy_update_norm": round(norm, 6)}
 
 
@@ -266,3 +314,71 @@ def generator_update(adapter: AdapterVector, tokenizer, settings: DPFedAvg, *, s
         return local_updates(adapter, clients, lambda batch: lm_loss(adapter.model, batch, pad_id), settings, rng)
 
     return client_update
+
+
+# -- the generator's adapter and the fine-tuning loop -------------------------------------------------------
+def attention_targets(model) -> list[str]:
+    """LoRA on the attention weights only (Yu et al. 2024 App. F.2, following Hu et al. 2022): GPT-2's fused q/k/v
+    ``c_attn`` and attention output ``attn.c_proj``; q, k, v, o projections elsewhere."""
+    if getattr(model.config, "model_type", "") == "gpt2":
+        return ["c_attn", "attn.c_proj"]
+    return ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, attention_only: bool = False):
+    """A fresh copy of the profile's generator with a new LoRA adapter (identical to the public model at first)."""
+    from largefedbench.synthetic.lora import add_lora
+
+    model = models.new_generator()
+    targets = attention_targets(model) if attention_only else None
+    return add_lora(model, rank=rank, alpha=alpha, dropout=dropout, target_modules=targets)
+
+
+def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update: Callable[[Any, list[list[str]]], torch.Tensor],
+                  *, desc: str = "DP fine-tuning", phase: str = "generator", rate: float | None = None,
+                  expected_clients: float | None = None) -> list[dict[str, Any]]:
+    """``server.settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``) with a
+    checkpoint after each (``public.save_round``); an interrupted run resumes from its last completed round
+    (``public.resume``). Returns one public record per round."""
+    rounds = server.settings.rounds
+    history: list[dict[str, Any]] = []
+    start = 0
+    resumed = public.resume(fed)
+    if resumed is not None:
+        state = resumed[1]
+        server.load_state_dict(state["server"])
+        history, start = list(state["history"]), int(state["rounds_done"])
+    with public.bar(total=rounds, desc=desc, initial=start) as bar:
+        for r in range(start, rounds):
+            record = run_round(fed, server, sigma, client_update, rate=rate, expected_clients=expected_clients)
+            history.append({"phase": phase, **record})
+            public.save_round(fed, r, {"server": server.state_dict(), "history": history, "rounds_done": r + 1})
+            bar.update(1)
+    return history
+
+
+def pretrain_on_public(model, tokenizer, prefixes: Sequence[str], texts: Sequence[str], *, steps: int, batch_size: int,
+                       lr: float, seed: int, max_len: int, progress: bool = False) -> dict[str, Any]:
+    """Non-private training of ``model``'s trainable parameters on public (prefix, text) pairs, in the same sequence
+    format as DP fine-tuning (AdamW, batches drawn without replacement per step). Returns the mean loss of the first
+    and of the last five steps."""
+    examples = conditional_sequences(tokenizer, prefixes, texts, max_len)
+    if not examples or steps < 1:
+        return {"steps": 0}
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9B11C]))
+    losses = []
+    model.eval()  # no dropout, as in the DP rounds
+    from tqdm.auto import tqdm
+
+    for _ in tqdm(range(steps), desc="public pretraining", disable=not progress, leave=False):
+        idx = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
+        loss = lm_loss(model, [examples[i] for i in idx], pad_id)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return {"steps": steps, "loss_first": round(float(np.mean(losses[:5])), 4),
+            "loss_last": round(float(np.mean(losses[-5:])), 4)}

@@ -42,7 +42,7 @@ from largefedbench.synthetic._trainer import (
 from largefedbench.synthetic.generation import context_length
 from largefedbench.synthetic.lora import is_lora_model
 
-__all__ = ["LOSS_TYPES", "dpo_update", "fit_prompts"]
+__all__ = ["LOSS_TYPES", "dpo_update", "fit_prompts", "label_flips"]
 
 LossType = Literal["sigmoid", "ipo", "cdpo", "robust"]
 LOSS_TYPES: tuple[str, ...] = ("sigmoid", "ipo", "cdpo", "robust")
@@ -56,13 +56,20 @@ def fit_prompts(tokenizer, prompts: Sequence[str], completions: Sequence[Sequenc
         budget = max_length - need
         if budget < 1:
             raise InputError(f"a completion of {need - 2} tokens leaves no room for its prompt within max_length={max_length}")
-        ids = tokenizer(prompt)["input_ids"]
-        while len(ids) > budget:  # decode/re-encode can merge differently at the cut: shrink until it fits
-            prompt = tokenizer.decode(ids[len(ids) - budget:], skip_special_tokens=True)
+        full = ids = tokenizer(prompt)["input_ids"]
+        keep = budget
+        while len(ids) > budget and keep > 0:  # decode/re-encode can merge differently at the cut: keep fewer
+            prompt = tokenizer.decode(full[len(full) - keep:], skip_special_tokens=True)
             ids = tokenizer(prompt)["input_ids"]
-            budget -= 1
+            keep -= 1
         out.append(prompt)
     return out
+
+
+def label_flips(n: int, epsilon: float, seed: int) -> np.ndarray:
+    """cDPO's label noise: which of ``n`` pairs swap chosen and rejected, each with probability ``epsilon``."""
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCD]))
+    return rng.random(n) < epsilon
 
 
 def dpo_update(
@@ -110,9 +117,8 @@ def dpo_update(
     if not is_lora_model(model):
         raise InputError("dpo_update trains a LoRA adapter: wrap the generator with add_lora first")
     chosen, rejected = list(chosen), list(rejected)
-    if loss_type == "cdpo" and label_smoothing > 0:
-        flip = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCD]).generate_state(1)[0]).random(n) < label_smoothing
-        for i in np.flatnonzero(flip):
+    if loss_type == "cdpo":
+        for i in np.flatnonzero(label_flips(n, label_smoothing, seed)):
             chosen[i], rejected[i] = rejected[i], chosen[i]
     max_length = int(max_length or context_length(model))
     prompts = fit_prompts(tokenizer, prompts, [chosen, rejected], max_length)

@@ -24,7 +24,7 @@ from largefedbench.errors import InputError
 from largefedbench.models.device import model_device
 from largefedbench.synthetic.prompts import STOP
 
-__all__ = ["clean_completion", "context_length", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+__all__ = ["clean_completion", "context_length", "decode_continuations", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
 
 
 def context_length(model) -> int:
@@ -151,8 +151,26 @@ def generate(
     """
     ids = generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=max_new_tokens,
                        temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed, progress=progress, desc=desc)
-    texts = [clean_completion(t, stop) for t in tokenizer.batch_decode(ids, skip_special_tokens=True)] if ids else []
+    texts = decode_continuations(tokenizer, ids, stop=stop)
     return [texts[i * n_per_prompt : (i + 1) * n_per_prompt] for i in range(len(prompts))]
+
+
+def decode_continuations(tokenizer, ids: Sequence[Sequence[int]], *, stop: Sequence[str] = STOP, clean: bool = True) -> list[str]:
+    """Decode continuation ids (from :func:`generate_ids`), cut at the first stop string; ``clean`` also turns
+    newlines into spaces and strips (:func:`clean_completion`). ``clean=False`` keeps the exact text that followed the
+    prompt (leading space included), which is what a preference or SFT update should train on: prompt + raw
+    continuation re-tokenises as the model produced it, where a stripped continuation would merge with the prompt's
+    last token."""
+    texts = tokenizer.batch_decode([list(i) for i in ids], skip_special_tokens=True) if len(ids) else []
+    if clean:
+        return [clean_completion(t, stop) for t in texts]
+    out = []
+    for t in texts:
+        for s in stop:
+            if s:
+                t = t.split(s, 1)[0]
+        out.append(t)
+    return out
 
 
 def generate_flat(model, tokenizer, prompts: Sequence[str], **kwargs) -> list[str]:

@@ -41,8 +41,10 @@ def is_lora_model(model) -> bool:
     return isinstance(model, PeftModel)
 
 
-def add_lora(model, *, rank: int, alpha: int, dropout: float = 0.0, target_modules: Sequence[str] | str | None = None):
-    """``model`` wrapped in a fresh (zero-initialised B, so initially identical) LoRA adapter; a ``PeftModel``."""
+def add_lora(model, *, rank: int, alpha: int, dropout: float = 0.0, target_modules: Sequence[str] | str | None = None,
+             seed: int = 0):
+    """``model`` wrapped in a fresh LoRA adapter (B = 0, so initially identical; A drawn from ``seed`` without
+    touching the global RNG); a ``PeftModel``."""
     from peft import LoraConfig, get_peft_model
 
     if rank < 1 or alpha <= 0 or not 0 <= dropout < 1:
@@ -55,7 +57,9 @@ def add_lora(model, *, rank: int, alpha: int, dropout: float = 0.0, target_modul
         target_modules=list(targets) if not isinstance(targets, str) else targets,
         fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2",  # GPT-2's Conv1D stores weights transposed
     )
-    return get_peft_model(model, config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return get_peft_model(model, config)
 
 
 def lora_state(model) -> dict[str, torch.Tensor]:

@@ -21,7 +21,7 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.evaluation import fid
 from largefedbench.privacy import PoissonGaussianEvent
 
-__all__ = ["BestCheckpoint", "Timer", "draw_cohort", "fid_to", "noise_for_rounds", "public_examples"]
+__all__ = ["BestCheckpoint", "Timer", "draw_cohort", "fid_to", "noise_for_rounds", "public_examples", "take"]
 
 
 def noise_for_rounds(budget, fed, *, rounds: int, clients_per_round: int | None) -> tuple[float, float]:

@@ -76,7 +76,7 @@ def mask_fill_variation(mlm, tokenizer, texts: Sequence[str], *, fraction: float
         for _ in range(passes):
             orders = []
             for row in range(len(ids)):
-                cand = torch.flatnonzero(fillable[row])
+                cand = torch.nonzero(fillable[row]).flatten()
                 k = int(len(cand) * fraction)
                 orders.append(cand[torch.randperm(len(cand), generator=gen)[:k]])
                 ids[row, orders[-1]] = tokenizer.mask_token_id

@@ -20,6 +20,7 @@ from largefedbench.synthetic.dp_finetune import (
     lm_loss,
     local_steps,
     local_updates,
+    pretrain_on_public,
     run_round,
 )
 from largefedbench.synthetic.lora import add_lora
@@ -37,7 +38,7 @@ def _tiny_lora(tokenizer, seed: int = 0):
     eos = tokenizer.eos_token_id
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=16, n_layer=1, n_head=2,
                                        bos_token_id=eos, eos_token_id=eos, pad_token_id=eos))
-    model = add_lora(model, rank=2, alpha=4)
+    model = add_lora(model.eval(), rank=2, alpha=4).eval()
     with torch.no_grad():  # non-zero B so that A also gets gradients
         for name, p in model.named_parameters():
             if "lora_B" in name:
@@ -141,5 +142,48 @@ def test_generator_update_lowers_the_loss_of_the_clients_text(tokenizer):
         after = float(lm_loss(model, ex, pad))
     assert after < before - 0.2
     state = server.state_dict()
-    server.load_state_dict({"weights": torch.zeros_like(state["weights"]), "momentum": state["momentum"]})
+    server.load_state_dict({**state, "weights": torch.zeros_like(state["weights"])})
     assert torch.count_nonzero(adapter.get()) == 0
+
+
+def test_pretrain_on_public_fits_its_pairs(tokenizer):
+    model = _tiny_lora(tokenizer)
+    texts = ["the protein binds the receptor", "a bill on housing passed"]
+    prefixes = ["Keywords: protein\n", "Keywords: housing\n"]
+    pad = tokenizer.eos_token_id
+    ex = conditional_sequences(tokenizer, prefixes, texts, 32)
+    with torch.no_grad():
+        before = float(lm_loss(model, ex, pad))
+    out = pretrain_on_public(model, tokenizer, prefixes, texts, steps=30, batch_size=2, lr=1e-2, seed=0, max_len=32)
+    with torch.no_grad():
+        after = float(lm_loss(model, ex, pad))
+    assert out["steps"] == 30 and after < before - 0.1 and out["loss_last"] < out["loss_first"]
+
+
+def test_train_adapter_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_path):
+    from largefedbench.contract import PublicResources
+    from largefedbench.synthetic.dp_finetune import train_adapter
+
+    spans = [["the protein binds"], ["a bill passed today"], ["cells divide"], ["we met farmers"]]
+    settings = DPFedAvg(rounds=3, clients_per_round=2, clip=1.0, client_lr=0.5)
+
+    def run(run_dir, fail_at=None):
+        fed = Federation(_split(spans), seed=3)
+        public = PublicResources(fd=tiny[0], models=tiny[1], seed=3, run_dir=run_dir, progress=False)
+        server = FedAvgServer(AdapterVector(_tiny_lora(tokenizer)), settings)
+        update = generator_update(server.adapter, tokenizer, settings, seed=3)
+
+        def client_update(cohort, client_spans):
+            if cohort.round == fail_at:
+                raise KeyboardInterrupt
+            return update(cohort, client_spans)
+
+        history = train_adapter(fed, public, server, 0.5, client_update)
+        return server.adapter.get(), fed.ledger, history
+
+    whole, ledger, history = run(tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", fail_at=2)
+    resumed, ledger_b, history_b = run(tmp_path / "b")
+    assert torch.equal(whole, resumed) and ledger == ledger_b and history == history_b
+    assert ledger.events == tuple(settings.events(0.5, 4))

@@ -66,13 +66,17 @@ class DPUnigram(Method):
             total = row.sum()
             return row / total if total else row
 
-        total = np.zeros(len(vocab))
-        history = []
-        for r in range(cfg.rounds):
+        total, history, start = np.zeros(len(vocab)), [], 0
+        resumed = public.resume(fed)  # a killed run continues after its last completed round
+        if resumed is not None:
+            last, state = resumed
+            total, history, start = np.asarray(state["total"]), list(state["history"]), last + 1
+        for r in range(start, cfg.rounds):
             cohort = fed.sample(cfg.sample_rate)
             vectors = fed.map(cohort, histogram, download_floats=0)
-            total += fed.noisy_sum(vectors, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
+            total = total + fed.noisy_sum(vectors, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
             history.append({"round": r, "sigma": sigma, "cohort": len(cohort)})
+            public.save_round(fed, r, {"total": total.tolist(), "history": history})
         dist = np.clip(total, 0.0, None)
         dist = dist / dist.sum() if dist.sum() > 0 else prior
         dist = (1 - cfg.public_weight) * dist + cfg.public_weight * prior
