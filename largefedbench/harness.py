@@ -231,6 +231,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         log(f"seed {seed}: already done, reusing {done}")
         return json.loads(done.read_text())
     cls, budget = prep.method_cls, prep.budget
+    seed_dir.mkdir(parents=True, exist_ok=True)
     fed = ev.federation(cls, seed)
     public = ev.public_resources(seed, seed_dir)
     log(f"seed {seed}: running {cls.name}")

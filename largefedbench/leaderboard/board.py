@@ -1,0 +1,124 @@
+"""The board as data: valid entries grouped by dataset, window, snapshot and profile, then ranked within
+matched privacy budgets (ε buckets). Unranked (fewer than three seeds) and possibly contaminated entries are
+kept in their own sections; invalid entries are left out and only counted."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+
+from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS, EntryReport
+from largefedbench.leaderboard.schema import Entry, epsilon_value
+
+#: ε buckets: (label, upper bound); an entry goes to the first bucket whose bound is ≥ its ε
+EPSILON_BUCKETS: tuple[tuple[str, float], ...] = (("ε ≤ 1", 1.0), ("1 < ε ≤ 4", 4.0), ("4 < ε ≤ 8", 8.0),
+                                                  ("ε > 8", math.inf))
+_UNSAFE = re.compile(r"[^a-z0-9._-]|\.\.")
+REFERENCES = "references (ε = 0 and ε = ∞)"
+SECTIONS = ("ranked", "unranked", "contaminated")
+SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
+                  "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff"}
+
+
+def bucket_of(epsilon: float) -> str:
+    if epsilon == 0 or math.isinf(epsilon):
+        return REFERENCES
+    return next(label for label, bound in EPSILON_BUCKETS if epsilon <= bound)
+
+
+@dataclass
+class Row:
+    entry: Entry
+    status: str  # ranked | unranked | contaminated
+    href: str  # the entry file, relative to the board folder
+    notes: list[str]
+    bucket: str = ""
+    rank: int | None = None
+
+    @property
+    def epsilon(self) -> float:
+        return epsilon_value(self.entry.privacy.epsilon)
+
+    @property
+    def top1(self) -> float:
+        return self.entry.metrics.next_token_accuracy.top1.mean
+
+
+@dataclass
+class Group:
+    dataset: str
+    snapshot: str
+    content_sha256: str
+    window: tuple[str, str]
+    profile: str
+    synthetic: bool
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.dataset, self.window[0], self.content_sha256, self.profile)
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe id of the group (its parts are safe ids; the hash disambiguates)."""
+        digest = hashlib.sha256("|".join(self.key).encode()).hexdigest()[:8]
+        return _UNSAFE.sub("-", f"{self.dataset}--{self.snapshot}--{self.profile}--{digest}".lower())
+
+    @property
+    def title(self) -> str:
+        tag = " (synthetic demo data: checks the pipeline, not a result)" if self.synthetic else ""
+        return (f"{self.dataset} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
+                f"({self.content_sha256[:12]}) · profile {self.profile}{tag}")
+
+    def section(self, status: str) -> list[Row]:
+        return [r for r in self.rows if r.status == status]
+
+    def tables(self, status: str) -> list[tuple[str, list[Row]]]:
+        """(bucket label, rows) in bucket order for one section."""
+        rows = self.section(status)
+        order = [REFERENCES] + [label for label, _ in EPSILON_BUCKETS]
+        return [(b, [r for r in rows if r.bucket == b]) for b in order if any(r.bucket == b for r in rows)]
+
+
+@dataclass
+class Board:
+    groups: list[Group]
+    n_invalid: int
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for g in self.groups for r in g.rows]
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.rows)
+
+
+def _sort_key(row: Row) -> tuple:
+    e = row.entry
+    return (-row.top1, -e.metrics.gap_closed.mean, e.method.name, e.entry_id)
+
+
+def build_board(reports: list[EntryReport]) -> Board:
+    """Group and rank the valid entries of ``reports``."""
+    groups: dict[tuple[str, str, str, str], Group] = {}
+    for report in reports:
+        if not report.valid:
+            continue
+        e = report.entry
+        href = f"entries/{e.dataset.name}/{e.method.name}/{e.entry_id}.json"
+        row = Row(e, report.status, href, [f.message for f in report.notes if f.check == "contamination"])
+        row.bucket = bucket_of(row.epsilon)
+        group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
+                      (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic)
+        groups.setdefault(group.key, group).rows.append(row)
+    for group in groups.values():
+        group.rows.sort(key=_sort_key)
+        for status in SECTIONS:
+            for bucket, rows in group.tables(status):
+                if status == "ranked" and bucket != REFERENCES:
+                    for i, row in enumerate(rows, 1):
+                        row.rank = i
+    ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.content_sha256))
+    return Board(ordered, sum(not r.valid for r in reports))

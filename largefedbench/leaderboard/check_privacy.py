@@ -1,0 +1,111 @@
+"""Privacy checks of an entry: ε is recomputed from every seed's ledger, δ is meaningful for the client count."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from typing import Any
+
+from largefedbench.leaderboard.findings import Finding, error
+from largefedbench.leaderboard.schema import Entry, epsilon_value
+
+#: a claimed ε matches the recomputed one if |claimed − recomputed| ≤ EPSILON_ATOL + EPSILON_RTOL·recomputed
+#: (the accountants are deterministic; the slack absorbs numerical differences between library versions)
+EPSILON_RTOL = 1e-3
+EPSILON_ATOL = 1e-6
+#: the spent ε may exceed the target by this relative slack, as the harness allows (noise calibration tolerance)
+BUDGET_SLACK = 0.01
+
+
+def epsilon_matches(claimed: float, recomputed: float) -> bool:
+    if math.isinf(claimed) or math.isinf(recomputed):
+        return claimed == recomputed
+    return abs(claimed - recomputed) <= EPSILON_ATOL + EPSILON_RTOL * abs(recomputed)
+
+
+@functools.lru_cache(maxsize=256)
+def _epsilon(ledger_json: str, delta: float, accountant: str) -> float:
+    from largefedbench.privacy import PrivacyLedger
+
+    ledger = PrivacyLedger.from_dict(json.loads(ledger_json))
+    if not len(ledger):
+        return 0.0
+    return ledger.epsilon(delta, accountant)
+
+
+def recompute_epsilon(ledger: dict[str, Any], delta: float, accountant: str) -> float:
+    """ε of one seed's ledger at ``delta`` under ``accountant`` (0 for an empty ledger); raises LfbError."""
+    return _epsilon(json.dumps(ledger, sort_keys=True), float(delta), accountant)
+
+
+def _fmt(eps: float) -> str:
+    return "∞" if math.isinf(eps) else f"{eps:.6g}"
+
+
+def check_privacy(entry: Entry) -> list[Finding]:
+    """ε per seed and max recomputed from the ledgers; budget; δ against 1/n and ε = 0; client count."""
+    from largefedbench.errors import LfbError
+
+    p, out = entry.privacy, []
+    n_seeds = len(entry.seeds)
+    fix_rerun = "Do not edit privacy numbers by hand: re-run `lfb eval`, which computes them from the ledger"
+    if len(p.ledgers) != n_seeds:
+        out.append(error("privacy-ledger", "privacy.ledgers", f"{len(p.ledgers)} ledgers for {n_seeds} seeds",
+                         "An entry holds one ledger per seed, in seed order. " + fix_rerun))
+    if len(p.epsilon_per_seed) != n_seeds:
+        out.append(error("privacy-epsilon", "privacy.epsilon_per_seed",
+                         f"{len(p.epsilon_per_seed)} values for {n_seeds} seeds",
+                         "An entry holds one ε per seed, in seed order. " + fix_rerun))
+    if p.n_train_clients != entry.dataset.clients.get("train"):
+        out.append(error("privacy-delta", "privacy.n_train_clients",
+                         f"{p.n_train_clients} train clients, but dataset.clients.train is "
+                         f"{entry.dataset.clients.get('train')}", fix_rerun))
+    claimed = [epsilon_value(e) for e in p.epsilon_per_seed]
+    if p.delta == 0 and any(c != 0 for c in claimed + [epsilon_value(p.epsilon)]):
+        out.append(error("privacy-delta", "privacy.delta", "δ = 0 is only meaningful for ε = 0 (no release at all)",
+                         "Record the δ the ε was computed at (`lfb eval --delta`)"))
+    elif p.delta >= 1.0 / p.n_train_clients:
+        out.append(error("privacy-delta", "privacy.delta",
+                         f"δ = {p.delta:g} is not below 1/number of train clients = 1/{p.n_train_clients} "
+                         f"= {1 / p.n_train_clients:.3g}: with δ ≥ 1/n, publishing one random client's data is "
+                         "(0, δ)-DP, so the guarantee means nothing",
+                         f"Re-run with `lfb eval --delta` well below 1/n, e.g. {0.1 / p.n_train_clients:.1g}"))
+    recomputed: list[float] = []
+    private = epsilon_value(p.target_epsilon) > 0
+    for i, ledger in enumerate(p.ledgers[:n_seeds]):
+        where = f"privacy.ledgers[{i}]"
+        if private and isinstance(ledger, dict) and not ledger.get("events"):
+            out.append(error("privacy-ledger", where, "records no release, yet the entry targets ε > 0: a private "
+                             "method learns from the clients only through noisy_sum, which records every release",
+                             fix_rerun))
+            continue
+        if p.delta == 0 and isinstance(ledger, dict) and ledger.get("events"):
+            out.append(error("privacy-delta", where, "the ledger records releases but δ = 0",
+                             "An (ε, 0) claim cannot be checked from a Gaussian ledger; record the δ used"))
+            continue
+        try:
+            eps = recompute_epsilon(ledger, p.delta, p.accountant)
+        except (LfbError, ValueError, TypeError, KeyError) as exc:
+            out.append(error("privacy-ledger", where, f"the ledger cannot be accounted with the {p.accountant!r} "
+                             f"accountant: {exc}", fix_rerun))
+            continue
+        recomputed.append(eps)
+        if i < len(claimed) and not epsilon_matches(claimed[i], eps):
+            out.append(error("privacy-epsilon", f"privacy.epsilon_per_seed[{i}]",
+                             f"claims ε = {_fmt(claimed[i])} but seed {entry.seeds[i]}'s ledger gives ε = {_fmt(eps)} "
+                             f"({p.accountant} accountant, δ = {p.delta:g}; tolerance {EPSILON_RTOL:g} relative + "
+                             f"{EPSILON_ATOL:g})", fix_rerun))
+    if recomputed and len(recomputed) == n_seeds:
+        top = max(recomputed)
+        if not epsilon_matches(epsilon_value(p.epsilon), top):
+            out.append(error("privacy-epsilon", "privacy.epsilon",
+                             f"claims ε = {_fmt(epsilon_value(p.epsilon))} but the largest ε over the seeds' ledgers "
+                             f"is {_fmt(top)} (tolerance {EPSILON_RTOL:g} relative + {EPSILON_ATOL:g})", fix_rerun))
+        target = epsilon_value(p.target_epsilon)
+        if top > target * (1 + BUDGET_SLACK) + EPSILON_ATOL:
+            out.append(error("privacy-budget", "privacy.target_epsilon",
+                             f"the ledgers spend ε = {_fmt(top)}, over the target ε = {_fmt(target)} "
+                             f"(+{BUDGET_SLACK:.0%} calibration slack)",
+                             "Fix the method's noise calibration so its releases fit the budget"))
+    return out

@@ -1,0 +1,137 @@
+"""Provenance checks: ids, dataset snapshot and window, environment, and contamination re-checked against the
+cutoff registry (the entry's own ``after_cutoff`` flag is never trusted on its own)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from largefedbench.leaderboard.findings import Finding, error, note
+from largefedbench.leaderboard.schema import Entry, is_safe_id
+
+#: ``contamination.cutoff_kind`` of the tiny profile's models, pretrained by LargeFedBench on the public split
+PRETRAINED_ON_PUBLIC_SPLIT = "pretrained on the snapshot's public split"
+_RERUN = "Re-run `lfb eval`, which records this section"
+
+
+def _day(value: str) -> dt.date | None:
+    from largefedbench.data.windows import parse_date
+    from largefedbench.errors import InputError
+
+    try:
+        return parse_date(value)
+    except InputError:
+        return None
+
+
+def _month_after(month: str) -> dt.date | None:
+    from largefedbench.data.windows import parse_date
+    from largefedbench.errors import InputError
+
+    try:
+        return parse_date(month, end_of_month=True) + dt.timedelta(days=1)
+    except InputError:
+        return None
+
+
+def check_ids(entry: Entry) -> list[Finding]:
+    out = []
+    for where, value in (("entry_id", entry.entry_id), ("dataset.name", entry.dataset.name),
+                         ("dataset.snapshot", entry.dataset.snapshot), ("method.name", entry.method.name),
+                         ("config.profile", entry.config.profile)):
+        if not is_safe_id(value):
+            out.append(error("ids", where, f"{value!r} is not a safe id (lower-case letters, digits, '.', '_', '-'; "
+                             "no '..')", "Ids become folder and file names on the board; use the ids `lfb eval` writes"))
+    return out
+
+
+def check_dataset(entry: Entry) -> list[Finding]:
+    d, out = entry.dataset, []
+    w = d.window
+    since, until = _day(w.since), _day(w.until)
+    if since is None or until is None:
+        out.append(error("dataset", "dataset.window", f"window {w.since!r}..{w.until!r} is not two ISO dates", _RERUN))
+    elif since > until:
+        out.append(error("dataset", "dataset.window", f"starts ({w.since}) after it ends ({w.until})", _RERUN))
+    if w.public_since is not None and (_day(w.public_since) is None or since is None or _day(w.public_since) > since):
+        out.append(error("dataset", "dataset.window.public_since", f"{w.public_since!r} is not a date before the "
+                         "window", _RERUN))
+    for section, counts in (("clients", d.clients), ("spans", d.spans)):
+        missing = {"train", "validation", "test"} - set(counts)
+        if missing or any(v < 0 for v in counts.values()):
+            out.append(error("dataset", f"dataset.{section}", f"needs non-negative train/validation/test counts, got "
+                             f"{counts}", _RERUN))
+    return out
+
+
+def check_environment(entry: Entry) -> list[Finding]:
+    e, out = entry.environment, []
+    try:
+        dt.datetime.fromisoformat(entry.created_at.replace("Z", "+00:00"))
+    except ValueError:
+        out.append(error("environment", "created_at", f"{entry.created_at!r} is not an ISO 8601 time", _RERUN))
+    for name in ("lfb_version", "python", "platform"):
+        if not getattr(e, name).strip():
+            out.append(error("environment", f"environment.{name}", "is empty", _RERUN))
+    if not e.packages:
+        out.append(error("environment", "environment.packages", "records no package versions", _RERUN))
+    if not e.hardware:
+        out.append(error("environment", "environment.hardware", "records no hardware", _RERUN))
+    return out
+
+
+def check_contamination(entry: Entry) -> list[Finding]:
+    """Errors for a self-contradicting claim; a ``contamination`` note when the window may be contaminated."""
+    c, d = entry.contamination, entry.dataset
+    since = _day(d.window.since)
+    if c.window_start != d.window.since:
+        return [error("contamination", "contamination.window_start", f"is {c.window_start!r} but the dataset's "
+                      f"window starts {d.window.since!r}", _RERUN)]
+    if since is None:
+        return []  # reported by check_dataset
+    if c.cutoff_kind == PRETRAINED_ON_PUBLIC_SPLIT:
+        return _check_own_model(entry, since)
+    out: list[Finding] = []
+    own = _month_after(c.model_cutoff) if c.model_cutoff else None
+    if c.after_cutoff is True and (own is None or since < own):
+        cutoff = c.model_cutoff or "no recorded cutoff"
+        return [error("contamination", "contamination.after_cutoff",
+                      f"claims the window (from {d.window.since}) starts after the knowledge cutoff of {c.model}, but "
+                      f"the entry's own cutoff is {cutoff}",
+                      "Pick a window after the cutoff (`lfb refresh --after-cutoff-of MODEL`) or record "
+                      "after_cutoff=false; the entry is then shown as possibly contaminated")]
+    from largefedbench.data.windows import get_cutoff
+    from largefedbench.errors import InputError
+
+    try:
+        registered = get_cutoff(c.model)
+    except InputError:
+        return [note("contamination", "contamination.model", f"no knowledge cutoff is registered for {c.model!r}, so "
+                     "the window may overlap its training data", "Add the model to the cutoff registry "
+                     "(largefedbench/data/cutoffs.json, with a source); until then the entry is ranked apart")]
+    start = registered.window_start()
+    if start is None or since < start:
+        binding = registered.binding or "unknown"
+        claim = " (the entry claims after_cutoff=true)" if c.after_cutoff else ""
+        out.append(note("contamination", "contamination.after_cutoff",
+                        f"the registry's cutoff of {c.model} is {binding} ({registered.kind}); the window starts "
+                        f"{d.window.since}, {'before the month after it' if start else 'and cannot be compared'}"
+                        f"{claim}", "Use a window after the cutoff (`lfb refresh --after-cutoff-of MODEL`); "
+                        "the entry is ranked apart as possibly contaminated"))
+    return out
+
+
+def _check_own_model(entry: Entry, since: dt.date) -> list[Finding]:
+    """The tiny profile's models: the profile must record that they were pretrained on this snapshot."""
+    c, d = entry.contamination, entry.dataset
+    sections = [v for v in entry.profile.values() if isinstance(v, dict) and v.get("id") == c.model]
+    pretrained_on = sections[0].get("snapshot_sha256") if sections else None
+    public_since = _day(d.window.public_since) if d.window.public_since else None
+    if pretrained_on != d.content_sha256 or (public_since is not None and public_since >= since):
+        return [note("contamination", "profile", f"{c.model} is said to be pretrained on this snapshot's public "
+                     f"split, but the profile records it pretrained on {pretrained_on or 'nothing'}, not "
+                     f"{d.content_sha256[:12]}", "Re-run `lfb eval` so the tiny models are pretrained on this "
+                     "snapshot's public split; until then the entry is ranked apart")]
+    if c.after_cutoff is not True:
+        return [note("contamination", "contamination.after_cutoff", f"is {c.after_cutoff}: the entry does not claim "
+                     "an uncontaminated window", "The entry is ranked apart as possibly contaminated")]
+    return []

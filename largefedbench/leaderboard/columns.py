@@ -1,0 +1,91 @@
+"""The columns of the board, shared by the markdown table and the HTML page: header, help text, the value a
+column sorts by and the text it shows. Costs are the POPri paper's Table 2 columns."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from largefedbench.leaderboard.board import REFERENCES, Row
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    help: str
+    value: Callable[[Row], float | str | None]
+    text: Callable[[Row], str]
+    numeric: bool = True
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}"
+
+
+def _pct(mean: float, std: float) -> str:
+    return f"{100 * mean:.2f} ± {100 * std:.2f}"
+
+
+def _rank(row: Row) -> str:
+    if row.rank is not None:
+        return str(row.rank)
+    return "ref" if row.bucket == REFERENCES else "–"
+
+
+def _cost(name: str) -> Callable[[Row], float | None]:
+    return lambda row: getattr(row.entry.costs, name)
+
+
+def _fid(row: Row) -> float | None:
+    return row.entry.metrics.fid.mean if row.entry.metrics.fid is not None else None
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("rank", "#", "rank by mean top-1 accuracy within the ε bucket", lambda r: r.rank, _rank),
+    Column("method", "Method", "method name and version", lambda r: r.entry.method.name,
+           lambda r: f"{r.entry.method.name} {r.entry.method.version}", numeric=False),
+    Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers",
+           lambda r: r.epsilon, lambda r: _num(r.epsilon, 4)),
+    Column("delta", "δ", "δ of the (ε, δ) guarantee", lambda r: r.entry.privacy.delta,
+           lambda r: f"{r.entry.privacy.delta:.0e}" if r.entry.privacy.delta else "0"),
+    Column("accountant", "Accountant", "the accountant ε was computed with", lambda r: r.entry.privacy.accountant,
+           lambda r: r.entry.privacy.accountant, numeric=False),
+    Column("top1", "Top-1 acc. %", "next-token accuracy on the test clients: mean ± sample std over seeds",
+           lambda r: r.top1, lambda r: _pct(r.top1, r.entry.metrics.next_token_accuracy.top1.std)),
+    Column("top3", "Top-3 acc. %", "top-3 next-token accuracy: mean ± std over seeds",
+           lambda r: r.entry.metrics.next_token_accuracy.top3.mean,
+           lambda r: _pct(r.entry.metrics.next_token_accuracy.top3.mean, r.entry.metrics.next_token_accuracy.top3.std)),
+    Column("gap", "Gap closed", "(acc − acc at ε=0) / (acc at ε=∞ − acc at ε=0): mean ± std",
+           lambda r: r.entry.metrics.gap_closed.mean,
+           lambda r: f"{r.entry.metrics.gap_closed.mean:.3f} ± {r.entry.metrics.gap_closed.std:.3f}"),
+    Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)", _fid,
+           lambda r: _num(_fid(r), 4)),
+    Column("down", "Floats ↓ /client/round", "floats downloaded per client per round (POPri Table 2)",
+           _cost("floats_down_per_client_per_round"), lambda r: _num(r.entry.costs.floats_down_per_client_per_round)),
+    Column("up", "Floats ↑ /client/round", "floats uploaded per client per round (POPri Table 2)",
+           _cost("floats_up_per_client_per_round"), lambda r: _num(r.entry.costs.floats_up_per_client_per_round)),
+    Column("client_s", "Client s /client/round", "client compute seconds per client per round (POPri Table 2)",
+           _cost("client_seconds_per_client_per_round"),
+           lambda r: _num(r.entry.costs.client_seconds_per_client_per_round)),
+    Column("server_s", "Server s /round", "server compute seconds per round (POPri Table 2)",
+           _cost("server_seconds_per_round"), lambda r: _num(r.entry.costs.server_seconds_per_round)),
+    Column("rounds", "Rounds", "federated rounds", lambda r: r.entry.costs.rounds, lambda r: str(r.entry.costs.rounds)),
+    Column("seeds", "Seeds", "number of seeds (ranking needs at least three)", lambda r: len(r.entry.seeds),
+           lambda r: str(len(r.entry.seeds))),
+    Column("entry", "Entry", "the entry file (all numbers, the ledgers, the environment)", lambda r: r.entry.entry_id,
+           lambda r: r.entry.entry_id, numeric=False),
+)
+NOTE = Column("why", "Why apart", "why the entry is not ranked", lambda r: "; ".join(r.notes),
+              lambda r: "; ".join(r.notes) or f"{len(r.entry.seeds)} seed(s)", numeric=False)
+
+
+def columns_for(status: str) -> tuple[Column, ...]:
+    return COLUMNS if status == "ranked" else COLUMNS + (NOTE,)

@@ -1,0 +1,82 @@
+"""Watchers used by `lfb smoke`: private data reachable only through the federation, the test split never.
+
+They catch the accidental leak (a method that reads ``fed._clients`` directly, or the test clients through the
+snapshot), not a determined adversary: entries are also reviewed and can be re-run with
+`lfb leaderboard reproduce`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from largefedbench.errors import MethodError
+
+#: the only module allowed to read the private train clients
+FEDERATION_MODULE = "largefedbench.federation"
+#: splits a method may never read from the snapshot it is given (train: only through the federation)
+HIDDEN_SPLITS = ("train", "test")
+
+
+class _Watched:
+    """A proxy that records (and refuses) every access from outside :data:`FEDERATION_MODULE`."""
+
+    def __init__(self, target: Any, what: str, violations: list[str]) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_what", what)
+        object.__setattr__(self, "_violations", violations)
+
+    def _guard(self, name: str, depth: int = 2) -> None:
+        caller = sys._getframe(depth).f_globals.get("__name__", "?")
+        if caller != FEDERATION_MODULE:
+            message = (f"{caller} read {self._what}.{name} directly; private client data must be reached only "
+                       f"through the Federation (sample, map, map_embeddings, noisy_sum)")
+            self._violations.append(message)
+            raise MethodError(message)
+
+    def __getattr__(self, name: str) -> Any:
+        self._guard(name)
+        return getattr(self._target, name)
+
+    def __len__(self) -> int:
+        self._guard("__len__")
+        return len(self._target)
+
+    def __iter__(self):
+        self._guard("__iter__")
+        return iter(self._target)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._guard("__getitem__")
+        return self._target[key]
+
+
+def watched_private(target: Any, what: str, violations: list[str]) -> Any:
+    """``target`` (a client split or span embeddings) readable by the federation module only."""
+    return _Watched(target, what, violations)
+
+
+class WatchedSnapshot:
+    """A snapshot for :class:`~largefedbench.contract.PublicResources` in which the train and test splits are
+    out of reach (the public and validation splits and the manifest stay readable)."""
+
+    def __init__(self, fd: Any, violations: list[str]) -> None:
+        self._fd = fd
+        self._violations = violations
+
+    def _refuse(self, split: str) -> None:
+        caller = sys._getframe(2).f_globals.get("__name__", "?")
+        message = (f"{caller} read the {split} split of the snapshot; methods get the train clients through the "
+                   "Federation only and never see the test clients")
+        self._violations.append(message)
+        raise MethodError(message)
+
+    def __getitem__(self, split: str) -> Any:
+        if split in HIDDEN_SPLITS:
+            self._refuse(split)
+        return self._fd[split]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in HIDDEN_SPLITS or name == "splits":
+            self._refuse(name)
+        return getattr(self._fd, name)

@@ -1,0 +1,123 @@
+"""The board's plots, one pair per group: the privacy–utility frontier (top-1 accuracy against ε per method, with
+the ε = 0 and ε = ∞ references) and the costs (POPri Table 2 columns). PNGs written atomically, without
+timestamps, so the same entries give the same bytes with the same matplotlib."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+from largefedbench.io import atomic_write_bytes
+from largefedbench.leaderboard.board import EPSILON_BUCKETS, Group, Row
+
+_EPSILON_TICKS = (0.01, 0.03, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    plt = _pyplot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def frontier_plot(group: Group, path: Path) -> Path:
+    """Top-1 accuracy (mean ± std over seeds) against ε; hollow markers for entries shown apart."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    private = [r for r in group.rows if 0 < r.epsilon < math.inf]
+    methods = sorted({r.entry.method.name for r in private})
+    colors = plt.get_cmap("tab10")
+    for i, name in enumerate(methods):
+        rows = sorted((r for r in private if r.entry.method.name == name), key=lambda r: r.epsilon)
+        ranked = [r for r in rows if r.status == "ranked"]
+        color = colors(i % 10)
+        if ranked:
+            ax.errorbar([r.epsilon for r in ranked], [100 * r.top1 for r in ranked],
+                        yerr=[100 * r.entry.metrics.next_token_accuracy.top1.std for r in ranked], marker="o",
+                        capsize=3, color=color, label=name)
+        apart = [r for r in rows if r.status != "ranked"]
+        if apart:
+            ax.scatter([r.epsilon for r in apart], [100 * r.top1 for r in apart], facecolors="none",
+                       edgecolors=color, label=f"{name} (unranked / contaminated)")
+    for attr, label, style in (("reference_public", "ε = 0 (public model)", ":"),
+                               ("reference_non_private", "ε = ∞ (non-private)", "--")):
+        values = [getattr(r.entry.metrics, attr).top1.mean for r in group.rows]
+        ax.axhline(100 * sum(values) / len(values), color="0.35", linestyle=style, linewidth=1, label=label)
+    if private:
+        ax.set_xscale("log")
+        low, high = min(r.epsilon for r in private) / 1.6, max(r.epsilon for r in private) * 1.6
+        ax.set_xlim(low, high)
+        ticks = [t for t in _EPSILON_TICKS if low <= t <= high]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        for bound in (b for _label, b in EPSILON_BUCKETS if low < b < high):  # the edges of the matched budgets
+            ax.axvline(bound, color="0.8", linewidth=0.8, zorder=0)
+    else:
+        ax.set_xticks([])
+        ax.text(0.5, 0.5, "no private entries yet", transform=ax.transAxes, ha="center", color="0.4")
+    ax.set_xlabel("ε (user-level, log scale)")
+    ax.set_ylabel("top-1 next-token accuracy (%)")
+    ax.set_title(f"privacy–utility frontier: {group.dataset}, {group.window[0]} – {group.window[1]}, "
+                 f"{group.profile} profile", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return _save(fig, path)
+
+
+def _label(row: Row) -> str:
+    eps = row.epsilon
+    shown = "∞" if math.isinf(eps) else f"{eps:.3g}"
+    apart = "" if row.status == "ranked" else f" [{row.status}]"
+    return f"{row.entry.method.name} (ε={shown}){apart}"
+
+
+def _value_text(value: float | None) -> str:
+    return "n/a" if value is None else ("0" if value == 0 else f"{value:.3g}")
+
+
+def costs_plot(group: Group, path: Path) -> Path | None:
+    """Communication and compute per client per round; None when no entry of the group reports costs."""
+    rows = [r for r in group.rows if r.entry.costs.rounds > 0]
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, (comm, comp) = plt.subplots(1, 2, figsize=(9.0, 0.8 + 0.45 * len(rows)), sharey=True)
+    ys = list(range(len(rows)))
+    height = 0.38
+    for ax, pairs, xlabel in (
+        (comm, (("floats_down_per_client_per_round", "down"), ("floats_up_per_client_per_round", "up")),
+         "floats per client per round (log)"),
+        (comp, (("client_seconds_per_client_per_round", "client s / client"), ("server_seconds_per_round",
+                                                                                "server s")), "seconds per round (log)"),
+    ):
+        positive = [v for r in rows for a, _ in pairs if (v := getattr(r.entry.costs, a))]
+        for k, (attr, label) in enumerate(pairs):
+            raw = [getattr(r.entry.costs, attr) for r in rows]
+            at = [y + (k - 0.5) * height for y in ys]
+            bars = ax.barh(at, [v or 0.0 for v in raw], height=height, label=label)
+            floor = min(positive) if positive else 1.0
+            for y, v, bar in zip(at, raw, bars):  # zero / missing values have no bar on a log axis: write them
+                ax.text(max(bar.get_width(), floor), y, f" {_value_text(v)}", va="center", fontsize=6)
+        if positive:
+            ax.set_xscale("log")
+            ax.set_xlim(min(positive) / 3, max(positive) * 8)
+            ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.legend(fontsize=7, loc="best", framealpha=0.9)
+        ax.grid(alpha=0.3, axis="x")
+    comm.set_yticks(ys, [_label(r) for r in rows], fontsize=7)
+    comm.invert_yaxis()
+    fig.suptitle(f"costs (POPri Table 2 columns): {group.dataset}, {group.profile} profile", fontsize=9)
+    return _save(fig, path)

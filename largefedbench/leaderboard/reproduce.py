@@ -1,0 +1,176 @@
+"""`lfb leaderboard reproduce ENTRY`: re-run an entry's resolved configuration and compare the numbers.
+
+The method is looked up by its registered name (never by the entry's ``method.target``), on the snapshot with
+the entry's content hash, with the entry's seeds, budget, profile, preset and resolved method config. The
+re-run writes into a temporary folder; the report lists every compared number with its tolerance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from largefedbench.errors import InputError, SnapshotError
+from largefedbench.leaderboard.check_privacy import epsilon_matches
+from largefedbench.leaderboard.files import EntryFile, board_of
+from largefedbench.leaderboard.schema import Entry, epsilon_value
+from largefedbench.leaderboard.validate import validate_entry_file
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How far a re-run may land from the entry. On the same hardware and software a CPU re-run is exact; the
+    slack is for other hardware (GPU kernels, thread counts)."""
+
+    accuracy: float = 0.005  # absolute, on accuracies in [0, 1] (half a percentage point)
+    gap_closed: float = 0.05  # absolute
+    fid_relative: float = 0.05  # relative
+    # ε: check_privacy.EPSILON_RTOL / EPSILON_ATOL (the accountants are deterministic)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    entry: float
+    reproduced: float
+    tolerance: str
+    ok: bool
+
+    @property
+    def difference(self) -> float:
+        if math.isinf(self.entry) or math.isinf(self.reproduced):
+            return 0.0 if self.entry == self.reproduced else math.inf
+        return self.reproduced - self.entry
+
+
+@dataclass
+class ReproduceResult:
+    entry_id: str
+    comparisons: list[Comparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reproduced_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.comparisons) and all(c.ok for c in self.comparisons)
+
+    def format(self) -> str:
+        lines = [f"{'metric':<44}{'entry':>12}{'re-run':>12}{'diff':>11}  tolerance"]
+        for c in self.comparisons:
+            lines.append(f"{c.metric:<44}{c.entry:>12.6g}{c.reproduced:>12.6g}{c.difference:>+11.2e}  {c.tolerance}"
+                         + ("" if c.ok else "   <- OUTSIDE"))
+        lines += [f"note: {n}" for n in self.notes]
+        bad = sum(not c.ok for c in self.comparisons)
+        lines.append(f"{self.entry_id}: " + ("reproduced within tolerance" if self.ok else
+                                             f"NOT reproduced: {bad} of {len(self.comparisons)} numbers outside"))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "ok": self.ok, "notes": self.notes,
+                "comparisons": [{**dataclasses.asdict(c), "difference": c.difference} for c in self.comparisons]}
+
+
+def _as_override(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_as_override(v) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _request(entry: Entry, out: Path, root: Path | None, progress: bool, overrides: dict[str, str]):
+    from largefedbench.harness import EvalRequest
+    from largefedbench.registry import get_method
+
+    cls = get_method(entry.method.name)
+    fixed = getattr(cls, "fixed_epsilon", None) is not None
+    return EvalRequest(method=entry.method.name, dataset=entry.dataset.snapshot,
+                       epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
+                       delta=entry.privacy.delta, profile=entry.config.profile, seeds=tuple(entry.seeds),
+                       overrides=overrides, preset=entry.config.preset, out=out, root=root, progress=progress,
+                       command=f"lfb leaderboard reproduce {entry.entry_id}")
+
+
+def _prepare(entry: Entry, out: Path, root: Path | None, progress: bool, notes: list[str]):
+    """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
+    from largefedbench.contract import config_to_dict
+    from largefedbench.harness import prepare
+
+    overrides = dict(entry.config.overrides)
+    request = _request(entry, out, root, progress, overrides)
+    prep = prepare(request)
+    moved = {k: v for k, v in entry.config.method.items() if config_to_dict(prep.config).get(k) != v}
+    if moved:
+        notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
+                     f"{', '.join(sorted(moved))} from the entry's resolved config")
+        overrides.update({k: _as_override(v) for k, v in moved.items()})
+        request = _request(entry, out, root, progress, overrides)
+        prep = prepare(request)
+    if config_to_dict(prep.config) != entry.config.method:
+        raise InputError(f"cannot rebuild the entry's method config {entry.config.method} with this version of "
+                         f"{entry.method.name!r} (got {config_to_dict(prep.config)})")
+    if prep.fd.manifest["content_sha256"] != entry.dataset.content_sha256:
+        raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
+                            f"{prep.fd.manifest['content_sha256'][:16]}…, the entry's is {entry.dataset.content_sha256[:16]}…: "
+                            "get the same snapshot (e.g. from the hub, `--dataset hf://…`) or rebuild it with the same settings")
+    if dataclasses.asdict(prep.profile.downstream_training) != entry.config.downstream_training:
+        notes.append("the profile's downstream training settings differ from the entry's: accuracies may move")
+    target = f"{prep.method_cls.__module__}:{prep.method_cls.__qualname__}"
+    if target != entry.method.target:
+        notes.append(f"method {entry.method.name!r} is now {target}; the entry was made with {entry.method.target}")
+    return request
+
+
+def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> list[Comparison]:
+    out = []
+    seeds = entry["seeds"]
+    for i, seed in enumerate(seeds):
+        a, b = epsilon_value(entry["privacy"]["epsilon_per_seed"][i]), epsilon_value(again["privacy"]["epsilon_per_seed"][i])
+        out.append(Comparison(f"ε, seed {seed}", a, b, "1e-3 relative", epsilon_matches(a, b)))
+    metrics = [("next_token_accuracy", k, tol.accuracy) for k in ("top1", "top3", "top5")]
+    metrics += [("reference_public", "top1", tol.accuracy), ("reference_non_private", "top1", tol.accuracy)]
+    for section, k, atol in metrics:
+        for i, seed in enumerate(seeds):
+            a = entry["metrics"][section][k]["per_seed"][i]
+            b = again["metrics"][section][k]["per_seed"][i]
+            out.append(Comparison(f"{section}.{k}, seed {seed}", a, b, f"±{atol:g}", abs(a - b) <= atol))
+    for i, seed in enumerate(seeds):
+        a, b = entry["metrics"]["gap_closed"]["per_seed"][i], again["metrics"]["gap_closed"]["per_seed"][i]
+        out.append(Comparison(f"gap_closed, seed {seed}", a, b, f"±{tol.gap_closed:g}", abs(a - b) <= tol.gap_closed))
+    if entry["metrics"].get("fid") and again["metrics"].get("fid"):
+        for i, seed in enumerate(seeds):
+            a, b = entry["metrics"]["fid"]["per_seed"][i], again["metrics"]["fid"]["per_seed"][i]
+            ok = abs(a - b) <= tol.fid_relative * max(abs(a), 1e-12)
+            out.append(Comparison(f"fid, seed {seed}", a, b, f"{tol.fid_relative:.0%} relative", ok))
+    return out
+
+
+def reproduce(path: Path, *, root: Path | None = None, tolerances: Tolerances = Tolerances(),
+              out: Path | None = None, progress: bool = False,
+              log: Callable[[str], None] | None = None) -> ReproduceResult:
+    """Re-run the entry at ``path`` and compare; raises :class:`InputError` if the entry is not valid."""
+    from largefedbench.harness import run_eval
+
+    path = Path(path)
+    report = validate_entry_file(EntryFile(path, board_of(path)))
+    if not report.valid:
+        problems = "; ".join(f.format() for f in report.errors)
+        raise InputError(f"{path} is not a valid entry, so there is nothing trustworthy to reproduce: {problems}")
+    entry: Entry = report.entry
+    result = ReproduceResult(entry.entry_id)
+    with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp:
+        board = Path(out) if out is not None else Path(tmp)
+        request = _prepare(entry, board, root, progress, result.notes)
+        again = run_eval(request, log=log or (lambda msg: None))
+        if out is not None:
+            result.reproduced_path = again.path
+        original = entry.model_dump(mode="json")
+        result.comparisons = _compare(original, again.entry, tolerances)
+    return result

@@ -1,0 +1,146 @@
+"""Leaderboard test setup: the example plug-in installed for the session, and one real entry produced with it.
+
+The plug-in (``example_method_pkg``, its own pyproject.toml with a ``largefedbench.methods`` entry point) is
+installed with ``pip install --no-deps --no-build-isolation --no-index --target DIR`` from a copy of its folder
+(so the clone stays clean) and DIR is put on ``sys.path`` and ``PYTHONPATH``: the venv is never modified, other
+sessions never see it, and removing DIR uninstalls it. Without setuptools (Python ≥ 3.12 venvs) the wheel's
+``.dist-info`` is written from the pyproject instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from largefedbench.harness import EvalRequest, run_eval
+
+HERE = Path(__file__).resolve().parent
+PACKAGE = HERE / "example_method_pkg"
+EXAMPLE = "dp-unigram-example"
+
+
+def _dist_info_by_hand(source: Path, site: Path) -> None:
+    import tomllib
+
+    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
+    shutil.copytree(source / "lfb_example_method", site / "lfb_example_method")
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    points = project["entry-points"]["largefedbench.methods"]
+    (info / "entry_points.txt").write_text("[largefedbench.methods]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+
+
+def install_example(tmp: Path) -> Path:
+    source, site = tmp / "src", tmp / "site"
+    shutil.copytree(PACKAGE, source)
+    try:
+        import setuptools  # noqa: F401
+    except ImportError:
+        _dist_info_by_hand(source, site)
+        return site
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                          "--target", str(site), str(source)], check=False, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"installing the example plug-in failed:\n{out.stdout}\n{out.stderr}"
+    return site
+
+
+@pytest.fixture(scope="session")
+def example_site(tmp_path_factory):
+    """The example method package installed into a folder of its own, for this session (see the module docstring)."""
+    site = install_example(tmp_path_factory.mktemp("example-plugin"))
+    yield site
+    for name in [m for m in sys.modules if m.startswith("lfb_example_method")]:
+        del sys.modules[name]
+    shutil.rmtree(site.parent, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _on_path(site: Path):
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(site))
+        importlib.invalidate_caches()
+
+
+@pytest.fixture()
+def example_plugin(example_site, monkeypatch) -> Path:
+    """The example plug-in visible to this test only: on sys.path and on PYTHONPATH for the `lfb` it starts."""
+    monkeypatch.syspath_prepend(str(example_site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(example_site), os.environ.get("PYTHONPATH")) if p))
+    return example_site
+
+
+@pytest.fixture(scope="session")
+def produced(example_site, tiny, tmp_path_factory):
+    """One real entry: `lfb eval` of the example plug-in on the demo (tiny profile, seed 0), made once per session.
+
+    One seed keeps the session short (each extra seed costs a non-private reference training); ranked, 3-seed
+    entries are derived from it with every derived number recomputed (see entry_variants.py)."""
+    _fd, _bundle, root = tiny
+    board = tmp_path_factory.mktemp("produced-board")
+    with _on_path(example_site):
+        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, root=root, progress=False,
+                                    command=f"lfb eval --method {EXAMPLE} --seeds 0"), log=lambda m: None)
+
+
+@pytest.fixture()
+def entry(produced) -> dict:
+    """A fresh deep copy of the produced entry dict."""
+    import copy
+
+    return copy.deepcopy(produced.entry)
+
+
+@pytest.fixture(scope="session")
+def board(produced, tmp_path_factory):
+    """A board with every kind of row, rendered once: (folder, RenderResult, {role: entry dict}).
+
+    Derived from the produced entry: two more ranked methods in the ε ≤ 1 bucket, one in 1 < ε ≤ 4, the ε = 0
+    and ε = ∞ references, the produced 1-seed entry (unranked), a possibly contaminated one, an invalid one (NaN)
+    and one whose free-text fields carry HTML that must stay inert."""
+    from largefedbench.leaderboard.render import render_board
+
+    from .entry_variants import (
+        as_reference,
+        relabel,
+        save,
+        shift_accuracy,
+        with_noise,
+        with_seeds,
+    )
+
+    folder = tmp_path_factory.mktemp("board")
+    art = produced.path.parent
+    base = with_seeds(produced.entry, [0, 1, 2])
+    roles = {
+        "a": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--ranked-a"),
+        "b": relabel(shift_accuracy(base, 0.01), method="dp-unigram-b", entry_id="dp-unigram-b--demo--tiny--eps1--b",
+                     version="<script>window.__pwned = 1</script>"),
+        "c": relabel(shift_accuracy(with_noise(base, 0.6), -0.004), method="dp-unigram-c",
+                     entry_id="dp-unigram-c--demo--tiny--eps2.4--c"),
+        "public": as_reference(base, "public"),
+        "non-private": as_reference(base, "non-private"),
+        "unranked": produced.entry,
+        "contaminated": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--contaminated"),
+        "invalid": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--invalid"),
+    }
+    roles["b"]["method"]["paper"] = '<img src=x onerror="window.__pwned = 2">'
+    # same window, but a generator whose registered (release-bound) cutoff is the window's first month
+    roles["contaminated"]["contamination"] = {"model": "Qwen/Qwen2.5-7B", "model_cutoff": "2024-09",
+                                              "cutoff_kind": "release-bound", "after_cutoff": False,
+                                              "window_start": roles["contaminated"]["dataset"]["window"]["since"]}
+    roles["invalid"]["metrics"]["next_token_accuracy"]["top1"]["per_seed"][1] = float("nan")
+    for data in roles.values():
+        save(folder, data, artifacts_from=art)
+    return folder, render_board(folder), roles

@@ -1,0 +1,77 @@
+"""The entry schema: version 2 with extra="forbid"; stored historic version-1 entries still load, migrate and
+validate (one ledger for all seeds, references called eps0/epsinf)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from largefedbench.errors import InputError
+from largefedbench.leaderboard.schema import (
+    SCHEMA_VERSION,
+    Entry,
+    is_safe_id,
+    migrate,
+    parse_entry,
+)
+from largefedbench.leaderboard.validate import format_reports, validate_paths
+
+HISTORIC = Path(__file__).parent / "data" / "v1" / "entries"
+V1_FILES = sorted(HISTORIC.rglob("*.json"))
+
+
+def test_there_are_stored_historic_entries():
+    assert len(V1_FILES) >= 3
+    assert all(json.loads(p.read_text())["schema_version"] == 1 for p in V1_FILES)
+
+
+@pytest.mark.parametrize("path", V1_FILES, ids=[p.parent.name for p in V1_FILES])
+def test_a_historic_v1_entry_migrates_to_the_current_schema(path):
+    data = json.loads(path.read_text())
+    before = copy.deepcopy(data)
+    entry = parse_entry(data)
+    assert data == before, "migrate must not change its input"
+    assert entry.schema_version == SCHEMA_VERSION == 2
+    n = len(entry.seeds)
+    assert entry.privacy.ledgers == [data["privacy"]["ledger"]] * n
+    assert entry.privacy.epsilon_per_seed == [data["privacy"]["epsilon"]] * n
+    assert entry.metrics.reference_public.model_dump() == data["metrics"]["eps0"]
+    assert entry.metrics.reference_non_private.model_dump() == data["metrics"]["epsinf"]
+    assert Entry.model_validate(entry.model_dump(mode="json")) == entry  # the migrated entry round-trips
+
+
+def test_historic_entries_pass_every_check():
+    reports = validate_paths([HISTORIC])
+    assert len(reports) == len(V1_FILES)
+    assert all(r.valid for r in reports), format_reports(reports)
+    assert {r.status for r in reports} == {"ranked", "unranked"}
+
+
+def test_a_v1_entry_without_its_ledger_is_rejected():
+    data = json.loads(V1_FILES[0].read_text())
+    del data["privacy"]["ledger"]
+    with pytest.raises(ValidationError, match="ledgers"):
+        parse_entry(data)
+
+
+@pytest.mark.parametrize("version", [0, 3, "2", None])
+def test_unknown_versions_are_refused_with_what_to_do(version):
+    with pytest.raises(InputError, match="upgrade largefedbench or re-run `lfb eval`"):
+        migrate({"schema_version": version})
+
+
+def test_unknown_fields_are_forbidden_at_every_level():
+    data = migrate(json.loads(V1_FILES[0].read_text()))
+    data["privacy"]["epsilon_claimed_by_me"] = 0.1
+    with pytest.raises(ValidationError, match="privacy.epsilon_claimed_by_me"):
+        Entry.model_validate(data)
+
+
+@pytest.mark.parametrize("value, safe", [("dp-fedavg", True), ("popri--demo--tiny--eps1--ab12", True), ("a..b", False),
+                                         ("../x", False), ("UPPER", False), ("", False), ("a/b", False)])
+def test_safe_ids(value, safe):
+    assert is_safe_id(value) is safe
