@@ -90,7 +90,7 @@ class BestCheckpoint:
 
     def offer(self, fid_value: float, round_index: int, weights: Any) -> bool:
         """Keep ``weights`` if ``fid_value`` beats the best so far (NaN never does); True if kept."""
-        if self.weights is None or (math.isfinite(fid_value) and fid_value < self.fid):
+        if self.weights is None or (math.isfinite(fid_value) and not fid_value >= self.fid):  # a NaN best loses to any
             self.fid, self.round, self.weights = float(fid_value), int(round_index), weights
             return True
         return False
