@@ -53,6 +53,7 @@ from largefedbench.synthetic.prompts import build_prompts
 from largefedbench.synthetic.rounds import (
     BestCheckpoint,
     Timer,
+    chunks,
     draw_cohort,
     fid_to,
     noise_for_rounds,
@@ -125,7 +126,7 @@ class POPriConfig:
 
 class POPri(Method):
     name = "popri"
-    paper = ("Hou, Wang, Joshi et al., 'Private Federated Learning using Preference-Optimized Synthetic Data', "
+    paper = ("Hou, Wang, Zhu, Lazar, Fanti, 'Private Federated Learning using Preference-Optimized Synthetic Data', "
              "ICML 2025 (POPri), Algorithm 1")
     output = "synthetic text"
     Config = POPriConfig
@@ -181,7 +182,6 @@ class POPri(Method):
                             beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
                             loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
                             progress=public.progress,
-                            output_dir=public.run_dir / "dpo" if public.run_dir is not None else None,
                         )
                         row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
                 fed.costs.add(cohort.round, server_seconds=server.seconds)
@@ -203,7 +203,7 @@ class POPri(Method):
             fed.costs.add(last_cohort_round, server_seconds=server.seconds)
         final = Timer()
         with final():
-            *_, synthetic = sample(cfg.n_final, 1, stream=10_000)
+            synthetic = [t for i, n in chunks(cfg.n_final) for t in sample(n, 1, stream=10_000 + i)[2]]
         artifact = Artifact.synthetic(
             synthetic, method="popri", sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
             best_round=best.round if cfg.early_stopping else cfg.rounds,

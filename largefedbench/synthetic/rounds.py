@@ -21,7 +21,10 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.evaluation import fid
 from largefedbench.privacy import PoissonGaussianEvent
 
-__all__ = ["BestCheckpoint", "Timer", "draw_cohort", "fid_to", "noise_for_rounds", "public_examples", "take"]
+__all__ = ["BestCheckpoint", "Timer", "chunks", "draw_cohort", "fid_to", "noise_for_rounds", "public_examples", "take"]
+
+#: final synthetic sets (10^6 samples in the paper) are generated this many prompts at a time, bounding memory
+FINAL_CHUNK = 8192
 
 
 def noise_for_rounds(budget, fed, *, rounds: int, clients_per_round: int | None) -> tuple[float, float]:
@@ -102,3 +105,9 @@ class BestCheckpoint:
 def take(texts: Sequence[str], indices: Sequence[int]) -> list[str]:
     """``[texts[i] for i in indices]``."""
     return [texts[int(i)] for i in indices]
+
+
+def chunks(total: int, size: int = FINAL_CHUNK) -> Iterator[tuple[int, int]]:
+    """``(index, n)`` for consecutive pieces of ``total`` items, ``size`` at most each."""
+    for i, lo in enumerate(range(0, total, size)):
+        yield i, min(size, total - lo)

@@ -164,7 +164,8 @@ def nn_vote_histograms(span_vectors: np.ndarray, owner: np.ndarray, n_clients: i
     _check(span_vectors, owner, n_clients, synthetic)
     m = len(synthetic)
     nearest = _nearest(span_vectors, synthetic, chunk)
-    hist = np.bincount(owner * m + nearest, minlength=n_clients * m).astype(np.float32).reshape(n_clients, m)
+    hist = np.zeros((n_clients, m), dtype=np.float32)
+    np.add.at(hist, (owner, nearest), 1.0)
     norms = np.linalg.norm(hist, axis=1, keepdims=True)
     hist /= np.where(norms > 0, norms, 1.0)
     return hist

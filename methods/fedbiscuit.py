@@ -1,0 +1,597 @@
+"""FedBis and FedBiscuit — Wu et al., "Towards Federated RLHF with Aggregated Client Preference for LLMs" (ICLR 2025,
+§4, §5 Algorithm 1, App. A–B), with user-level DP added and the preference data derived from each client's own text.
+
+**Preference data.** Neither bioRxiv nor Congress has human preference pairs, so each client's pairs come from its own
+text: the server generates a public pool of candidate pairs (A, B) with the public generator from few-shot public
+prompts (temperature 0.7, App. B.1); a client is given a fixed subset of the pool (its own seeded draw, split into a
+training part and a small validation part, §5.1) and prefers the candidate closer to its spans in embedding space
+(summed cosine similarity, POPri's signal). Training examples carry both orders (§4: (x, y_w, y_l, 0) and
+(x, y_l, y_w, 1)).
+
+**Binary selector.** A LoRA adapter (r 8, α 16, dropout 0.05) on the profile's generator reads
+``"Text A: …\\nText B: …\\nWhich text is more like your own documents? Answer:"`` and is trained with cross-entropy
+over the logits of the two choice tokens " A" and " B" at the last position (the reference's ``choices: ['A','B']``).
+
+**FedBis** (§4, App. A.1): R rounds of DP-FedAvg on the selector — Poisson cohorts at the participation rate, K local
+AdamW steps, the clipped Δ summed through ``fed.noisy_sum``, the mean applied (Eq. 8).
+
+**FedBiscuit** (§5, Alg. 1): U selectors. Warm-up: selector u is trained alone for T rounds, u = 0..U−1. Then every τ
+rounds the clients are regrouped, and in each round every cohort client trains its own group's selector; its Δ sits
+in its group's slot of a U-slot vector, so one ``noisy_sum`` releases all U sums without telling the server who is in
+which group; selector u moves by its slot's sum / N_u (Eq. 6).
+
+*Grouping made private.* The paper collects every client's U validation losses in the clear and runs a balanced
+greedy assignment. Here the losses never leave the client: for U−1 steps, every unassigned client proposes the open
+selector with its lowest validation loss (a one-hot vector), the proposals are summed through ``noisy_sum``
+(``fed.everyone()``, q = 1, σ_g), the server picks the selector with the most proposals and its capacity
+⌈unassigned/open⌉, and each proposer of that selector joins it with probability capacity / proposals (the client's own
+coin, in place of the paper's "keep the first n of a shuffled list"); the last selector takes the rest. The server
+estimates the group sizes N_u from the noisy counts. σ_g is set so that the grouping releases alone would be
+(``grouping_budget_share``·ε, δ)-DP (analytic Gaussian); the DP-FedAvg σ is calibrated so that the whole ledger —
+warm-up rounds, grouping releases, clustered rounds, in order — meets (ε, δ).
+
+**RLHF** (App. A.2, §5 "majority voting"): the server generates ``n_completions`` completions per public prompt with
+the generator (temperature 0.7), forms all C(n, 2) pairs, labels each by the majority vote of the U selectors (U = 1
+for FedBis), and trains the generator's LoRA adapter with DPO (β 0.1). The synthetic set is then sampled from the
+DPO'd generator (one sample per fresh public prompt; empty completions are redrawn). The paper's own tasks (TL;DR
+summarisation and SHP/SafeRLHF question answering, judged by win rate against GPT-4/Auto-J) are out of scope: the
+benchmark scores the synthetic text by the downstream model's next-token accuracy.
+
+Deviations: :data:`DEVIATIONS` (also in the artifact's ``info["deviations"]``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import torch
+
+from largefedbench.contract import Artifact, Method
+from largefedbench.errors import InputError, MethodError
+from largefedbench.models import embed
+from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
+from largefedbench.synthetic.dp_finetune import (
+    AdapterVector,
+    DPFedAvg,
+    local_updates,
+    lora_generator,
+    require_private_budget,
+)
+from largefedbench.synthetic.dpo import dpo_update
+from largefedbench.synthetic.generation import generate, generate_flat, seed_for
+from largefedbench.synthetic.histograms import one_hot
+from largefedbench.synthetic.prompts import build_prompts
+from largefedbench.synthetic.rounds import public_examples
+from largefedbench.synthetic.scoring import client_embedding_sums
+
+__all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",
+           "client_pair_indices", "client_preferences", "grouping_step", "majority_vote", "private_grouping"]
+
+DEVIATIONS = (
+    ("user-level DP added (the paper has none): clipped selector updates through noisy_sum with Poisson cohorts, and "
+     "FedBiscuit's grouping through noisy counts of each client's best selector instead of clear validation losses"),
+    ("each client's preference pairs are server-generated candidates labelled by embedding similarity to the client's "
+     "own spans (no human preferences exist in the benchmark's data); the selector prompt holds the two texts only"),
+    ("the selector is a LoRA adapter on the profile's generator (the paper: Qwen-2-0.5B, Gemma-2B or LLaMA-2-7B); "
+     "local AdamW has no weight decay; dropout is off during local training"),
+    ("pairs are labelled by each selector's log-odds averaged over both presentation orders (the paper reads one "
+     "order); DPO uses trl's AdamW instead of RMSprop"),
+    ("the paper's summarisation and QA tasks and their win-rate evaluation are out of scope: the synthetic set is "
+     "sampled from the DPO'd generator and scored by downstream next-token accuracy"),
+)
+
+TEMPLATE_A, TEMPLATE_B, TEMPLATE_END = "Text A: ", "\nText B: ", "\nWhich text is more like your own documents? Answer:"
+CHOICES = (" A", " B")
+
+
+# -- configs ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FedBisConfig:
+    """Defaults from Wu et al. (ICLR 2025), App. B.1 Table 3 (summarisation) and §6 "Implementation".
+
+    Selector training: 500 rounds, participation 5/53 (a Poisson rate here), 30 local iterations, batch 32, AdamW
+    (0.9, 0.95), lr 1e-5, LoRA r 8 / α 16 / dropout 0.05. Generation of multiple completions: temperature 0.7, 2
+    completions per prompt (also 4, Table 2). RLFT: DPO with β 0.1 (the reference's ``reward_coeff``), lr 1e-6, batch
+    32, 3 epochs (§6; Table 3 says 5). Ours: the clip, the candidate-pair pool and each client's share of it, the
+    selector's candidate truncation, the number of DPO prompts and of final samples.
+    """
+
+    rounds: int = 500
+    sample_rate: float = 5 / 53
+    local_steps: int = 30
+    local_batch_size: int = 32
+    client_lr: float = 1e-5
+    client_betas: tuple[float, float] = (0.9, 0.95)
+    clip: float = 1.0
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    pool_pairs: int = 4096
+    pairs_per_client: int = 32
+    validation_pairs: int = 8
+    candidate_tokens: int = 64
+    examples_per_prompt: int = 3
+    pair_temperature: float = 0.7
+    max_new_tokens: int = 64
+    n_dpo_prompts: int = 4096
+    n_completions: int = 2
+    dpo_beta: float = 0.1
+    dpo_lr: float = 1e-6
+    dpo_epochs: int = 3
+    dpo_batch_size: int = 32
+    n_synthetic: int = 100_000
+    synthetic_temperature: float = 1.0
+    generation_batch_size: int = 64
+    selector_batch_size: int = 64
+
+    @classmethod
+    def tiny(cls) -> FedBisConfig:
+        """About half a minute on a CPU with the tiny profile on the demo: 4 rounds of ~31 clients with 2 local steps
+        on 6 pairs each, a 64-pair pool, 36 DPO pairs, 120 samples."""
+        return cls(**_TINY)
+
+    def fedavg(self, n_clients: int) -> DPFedAvg:
+        """The local training (K AdamW steps over the client's pairs in both orders) and the Poisson rate."""
+        return DPFedAvg(rounds=self.rounds, clients_per_round=self.sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
+                        local_epochs=max(1, math.ceil(self.local_steps * self.local_batch_size /
+                                                      max(2 * self.pairs_per_client, 1))),
+                        local_batch_size=self.local_batch_size, max_local_steps=self.local_steps,
+                        client_optimizer="adamw", client_betas=self.client_betas)
+
+
+@dataclass(frozen=True)
+class FedBiscuitConfig(FedBisConfig):
+    """FedBiscuit on top of FedBis's settings (App. B.2 "Special Setting for FedBiscuit"): U = 3 selectors, 50 warm-up
+    rounds each (counted in the 500), regrouping every 50 rounds. ``grouping_budget_share`` (ours) is the share of ε the
+    private grouping releases would spend alone."""
+
+    n_selectors: int = 3
+    warmup_rounds: int = 50
+    regroup_every: int = 50
+    grouping_budget_share: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.n_selectors < 1 or self.warmup_rounds < 1 or self.regroup_every < 1:
+            raise InputError("n_selectors, warmup_rounds and regroup_every must be at least 1")
+        if self.rounds < self.n_selectors * self.warmup_rounds:
+            raise InputError(f"rounds={self.rounds} must cover the {self.n_selectors}×{self.warmup_rounds} warm-up "
+                             "rounds (they count in the total, App. B.2)")
+        if not 0 < self.grouping_budget_share < 1:
+            raise InputError(f"grouping_budget_share={self.grouping_budget_share} must be in (0, 1)")
+
+    @classmethod
+    def tiny(cls) -> FedBiscuitConfig:
+        """FedBis's tiny settings with U = 3, one warm-up round each and regrouping every 2 of the 4 clustered rounds."""
+        return cls(**{**_TINY, "rounds": 7}, warmup_rounds=1, regroup_every=2)
+
+    def schedule(self) -> list[tuple[str, int]]:
+        """The rounds in order: ("warmup", u) T times per selector, then ("group", k) every τ clustered rounds
+        before ("train", r)."""
+        steps = [("warmup", u) for u in range(self.n_selectors) for _ in range(self.warmup_rounds)]
+        clustered = self.rounds - len(steps)
+        for r in range(max(clustered, 0)):
+            if r % self.regroup_every == 0:
+                steps.append(("group", r // self.regroup_every))
+            steps.append(("train", r))
+        return steps
+
+
+_TINY: dict[str, Any] = {
+    "rounds": 4, "sample_rate": 0.02, "local_steps": 2, "local_batch_size": 8, "client_lr": 5e-3, "lora_rank": 4,
+    "lora_alpha": 8, "pool_pairs": 64, "pairs_per_client": 6, "validation_pairs": 2, "candidate_tokens": 32,
+    "examples_per_prompt": 2, "max_new_tokens": 32, "n_dpo_prompts": 12, "n_completions": 3, "dpo_lr": 2e-3,
+    "dpo_epochs": 1, "dpo_batch_size": 8, "n_synthetic": 120,
+}
+
+
+# -- the public pair pool and each client's preferences ------------------------------------------------------
+@dataclass(frozen=True)
+class PairPool:
+    """Public candidate pairs (server-generated) and their unit embeddings."""
+
+    a: list[str]
+    b: list[str]
+    emb_a: np.ndarray
+    emb_b: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+
+def client_pair_indices(clients: np.ndarray, pool_size: int, per_client: int, seed: int) -> np.ndarray:
+    """Each client's fixed draw of ``per_client`` distinct pool pairs (seeded by the run seed and the client's
+    position): ``(len(clients), per_client)``."""
+    k = min(per_client, pool_size)
+    return np.stack([np.random.default_rng(np.random.SeedSequence([int(seed), 0xFB15, int(c)])).choice(pool_size, k, replace=False)
+                     for c in clients]) if len(clients) else np.zeros((0, k), dtype=np.int64)
+
+
+def client_preferences(span_vectors: np.ndarray, owner: np.ndarray, n_clients: int, pool: PairPool,
+                       pair_idx: np.ndarray) -> np.ndarray:
+    """Label 0 where a client prefers A (larger summed cosine similarity to its spans), 1 where it prefers B:
+    ``(n_clients, pairs)`` for the pairs ``pair_idx[c]`` of client ``c`` (a ``map_embeddings`` body)."""
+    sums = client_embedding_sums(span_vectors, owner, n_clients).astype(np.float64)
+    sim_a = np.einsum("cd,ckd->ck", sums, pool.emb_a[pair_idx])
+    sim_b = np.einsum("cd,ckd->ck", sums, pool.emb_b[pair_idx])
+    return (sim_b > sim_a).astype(np.int64)
+
+
+# -- the selector -------------------------------------------------------------------------------------------
+class SelectorTask:
+    """Token ids of the selector prompt for pool pairs in both orders, its loss and its log-odds."""
+
+    def __init__(self, tokenizer, a: list[str], b: list[str], candidate_tokens: int) -> None:
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        pieces = tokenizer([TEMPLATE_A, TEMPLATE_B, TEMPLATE_END], add_special_tokens=False)["input_ids"]
+        self.choice_ids = [tokenizer(c, add_special_tokens=False)["input_ids"][-1] for c in CHOICES]
+        texts = tokenizer(list(a) + list(b), add_special_tokens=False)["input_ids"] if a else []
+        ta, tb = [t[:candidate_tokens] for t in texts[: len(a)]], [t[:candidate_tokens] for t in texts[len(a):]]
+        head = [tokenizer.bos_token_id] + list(pieces[0])
+
+        def build(x: list[int], y: list[int]) -> list[int]:
+            return head + x + list(pieces[1]) + y + list(pieces[2])
+
+        self.ab = [build(x, y) for x, y in zip(ta, tb)]  # A = pool.a
+        self.ba = [build(y, x) for x, y in zip(ta, tb)]  # A = pool.b
+
+    def examples(self, pairs: np.ndarray, labels: np.ndarray) -> list[tuple[list[int], int]]:
+        """A client's training examples: each of its pairs in both orders with the matching label (§4)."""
+        out = []
+        for p, y in zip(pairs, labels):
+            out.append((self.ab[p], int(y)))
+            out.append((self.ba[p], 1 - int(y)))
+        return out
+
+    def _logits(self, model, rows: list[list[int]]) -> torch.Tensor:
+        device = next(model.parameters()).device
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.as_tensor(r)
+            mask[i, : len(r)] = 1
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+        last = mask.sum(1).to(device) - 1
+        return logits[torch.arange(len(rows), device=device), last][:, self.choice_ids].float()
+
+    def loss(self, model, batch: list[tuple[list[int], int]]) -> torch.Tensor:
+        """Cross-entropy over the two choice tokens at the last position."""
+        labels = torch.as_tensor([y for _, y in batch], device=next(model.parameters()).device)
+        return torch.nn.functional.cross_entropy(self._logits(model, [r for r, _ in batch]), labels)
+
+    @torch.no_grad()
+    def log_odds(self, model, rows: list[list[int]], batch_size: int) -> np.ndarray:
+        """logit(" A") − logit(" B") of each row."""
+        model.eval()
+        out = [self._logits(model, rows[i : i + batch_size]) for i in range(0, len(rows), batch_size)]
+        both = torch.cat(out) if out else torch.zeros((0, 2))
+        return (both[:, 0] - both[:, 1]).cpu().numpy()
+
+    def prefers_a(self, model, pairs: np.ndarray, batch_size: int) -> np.ndarray:
+        """Per pair, the selector's log-odds that pool.a beats pool.b, averaged over both presentation orders."""
+        ab = self.log_odds(model, [self.ab[p] for p in pairs], batch_size)
+        ba = self.log_odds(model, [self.ba[p] for p in pairs], batch_size)
+        return (ab - ba) / 2
+
+
+def majority_vote(scores: np.ndarray) -> np.ndarray:
+    """``scores[u, i] > 0`` is selector u's vote for A on pair i; True where most selectors vote A (U odd: no ties;
+    an even split goes to A, the reference's ``bincount().argmax()``)."""
+    votes = np.asarray(scores) > 0
+    return votes.sum(0) * 2 >= votes.shape[0]
+
+
+# -- private balanced grouping ------------------------------------------------------------------------------
+def grouping_step(noisy_counts: np.ndarray, open_mask: np.ndarray, n_unassigned: float) -> tuple[int, int, float]:
+    """The server's decision at one grouping step: the open selector with the most (noisy) proposals, its capacity
+    ⌈unassigned / open⌉, and the probability with which each of its proposers joins it (capacity / proposals, ≤ 1)."""
+    counts = np.where(open_mask, np.asarray(noisy_counts, dtype=np.float64), -np.inf)
+    u = int(np.argmax(counts))
+    capacity = max(1, math.ceil(max(n_unassigned, 0.0) / int(open_mask.sum())))
+    keep = min(1.0, capacity / max(float(counts[u]), 1.0))
+    return u, capacity, keep
+
+
+def private_grouping(losses: np.ndarray, release: Callable[[np.ndarray], np.ndarray],
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """FedBiscuit's balanced client grouping with the losses kept on the clients (see the module docstring).
+
+    ``losses`` (n, U) are the clients' own validation losses (client-side); ``release(proposals)`` returns the noisy
+    sum of the clients' one-hot proposals (``fed.noisy_sum``); ``rng`` draws the clients' own coins. Returns each
+    client's group (client-side) and the server's estimate of every group's size (public)."""
+    n, n_sel = losses.shape
+    group = np.full(n, -1, dtype=np.int64)
+    open_mask = np.ones(n_sel, dtype=bool)
+    sizes = np.zeros(n_sel)
+    unassigned = float(n)
+    for _ in range(n_sel - 1):
+        best = np.argmin(np.where(open_mask, losses, np.inf), axis=1)
+        noisy = np.asarray(release(one_hot(np.where(group < 0, best, -1), n_sel)), dtype=np.float64)
+        u, capacity, keep = grouping_step(noisy, open_mask, unassigned)
+        coins = rng.random(n)
+        group[(group < 0) & (best == u) & (coins < keep)] = u
+        sizes[u] = min(capacity, max(noisy[u], 0.0))
+        unassigned -= sizes[u]
+        open_mask[u] = False
+    last = int(np.flatnonzero(open_mask)[0])
+    group[group < 0] = last
+    sizes[last] = max(unassigned, 0.0)
+    return group, sizes
+
+
+# -- the methods --------------------------------------------------------------------------------------------
+class FedBis(Method):
+    name = "fedbis"
+    paper = ("Wu et al., 'Towards Federated RLHF with Aggregated Client Preference for LLMs', ICLR 2025 (FedBis: one "
+             "federated binary selector, then DPO)")
+    output = "synthetic text"
+    Config = FedBisConfig
+    needs_span_embeddings = True
+
+    def n_selectors(self, cfg) -> int:
+        return 1
+
+    def plan(self, cfg, n_clients: int, sigma: float, sigma_g: float) -> list[PoissonGaussianEvent]:
+        """The ledger's events for DP-FedAvg σ ``sigma`` (and grouping σ ``sigma_g``), in order."""
+        return [PoissonGaussianEvent(sigma, cfg.sample_rate, cfg.rounds)]
+
+    def grouping_sigma(self, cfg, budget) -> float:
+        return 0.0
+
+    def train(self, fed, public, cfg: FedBisConfig, budget) -> Artifact:
+        require_private_budget(budget, self.name)
+        n = fed.n_clients
+        sigma_g = self.grouping_sigma(cfg, budget)
+        sigma = budget.calibrate(lambda s: self.plan(cfg, n, s, sigma_g), n_clients=n)
+        tok = public.models.generator_tokenizer
+        examples = public_examples(public, minimum=cfg.examples_per_prompt)
+        generator = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+
+        pool = self._pair_pool(generator, tok, examples, cfg, public)
+        if len(pool) < cfg.pairs_per_client + cfg.validation_pairs:
+            raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
+                              f"{cfg.pairs_per_client + cfg.validation_pairs}; raise pool_pairs or lower pairs_per_client")
+        task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens)
+        selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+        run = _SelectorTraining(self, fed, public, cfg, pool, task, AdapterVector(selector), sigma, sigma_g)
+        run.train()
+
+        dpo, labels_info = self._rlhf(generator, tok, examples, cfg, public, run)
+        texts, attempts = self._synthetic_set(generator, tok, examples, cfg, public)
+        info = {
+            "noise_multiplier": sigma, "sample_rate": cfg.sample_rate, "rounds": cfg.rounds, "clip": cfg.clip,
+            "selectors": self.n_selectors(cfg), "grouping_noise_multiplier": sigma_g or None,
+            "pool_pairs": len(pool), "dpo": dpo, **labels_info, "synthetic_draws": attempts, "deviations": list(DEVIATIONS),
+        }
+        artifact = Artifact.synthetic(texts, **info)
+        artifact.history = run.history + [{"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}]
+        return artifact
+
+    # -- pieces --------------------------------------------------------------------------------------------
+    @staticmethod
+    def _completions(generator, tok, examples, cfg, public, n_prompts: int, stream: int) -> tuple[list[str], list[list[str]]]:
+        prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream))
+        outs = generate(generator, tok, prompts, n_per_prompt=cfg.n_completions, max_new_tokens=cfg.max_new_tokens,
+                        temperature=cfg.pair_temperature, batch_size=cfg.generation_batch_size,
+                        seed=seed_for(public.seed, stream), progress=public.progress, desc="candidate pairs")
+        return prompts, outs
+
+    def _synthetic_set(self, generator, tok, examples, cfg, public, max_draws: int = 4) -> tuple[list[str], int]:
+        """``n_synthetic`` non-empty samples from the DPO'd generator, one per fresh public prompt; empty completions
+        are replaced by new draws (at most ``max_draws`` passes). Returns the texts and the number of passes."""
+        texts: list[str] = []
+        draws = 0
+        while len(texts) < cfg.n_synthetic and draws < max_draws:
+            missing = cfg.n_synthetic - len(texts)
+            prompts = build_prompts(examples, missing, examples_per_prompt=cfg.examples_per_prompt,
+                                    rng=public.rng(0xF1 + draws))
+            out = generate_flat(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens,
+                                temperature=cfg.synthetic_temperature, batch_size=cfg.generation_batch_size,
+                                seed=seed_for(public.seed, 0xF1, draws), progress=public.progress,
+                                desc=f"{self.name}: synthetic set")
+            texts += [t for t in out if t.strip()]
+            draws += 1
+        return texts, draws
+
+    def _pair_pool(self, generator, tok, examples, cfg, public) -> PairPool:
+        """Public candidate pairs from the public generator (all C(n, 2) pairs per prompt, distinct non-empty texts)."""
+        per_prompt = math.comb(cfg.n_completions, 2)
+        _, outs = self._completions(generator, tok, examples, cfg, public, math.ceil(cfg.pool_pairs / per_prompt), 0xB1)
+        pairs = [(x, y) for group in outs for x, y in combinations(group, 2) if x.strip() and y.strip() and x != y]
+        pairs = pairs[: cfg.pool_pairs]
+        a, b = [x for x, _ in pairs], [y for _, y in pairs]
+        emb = embed(a + b, public.models.embedder)
+        return PairPool(a, b, emb[: len(a)], emb[len(a):])
+
+    def _rlhf(self, generator, tok, examples, cfg, public, run: _SelectorTraining):
+        """Phase 2: label fresh generator pairs by the selectors' majority vote and DPO the generator on them."""
+        prompts, outs = self._completions(generator, tok, examples, cfg, public, cfg.n_dpo_prompts, 0xD0)
+        items = [(p, x, y) for p, group in zip(prompts, outs) for x, y in combinations(group, 2)
+                 if x.strip() and y.strip() and x != y]
+        if not items:
+            return {"n_pairs": 0}, {"dpo_pairs": 0}
+        fresh = SelectorTask(tok, [x for _, x, _ in items], [y for _, _, y in items], cfg.candidate_tokens)
+        scores = np.stack([run.scores(fresh, u) for u in range(run.n_sel)])
+        prefer_a = majority_vote(scores)
+        chosen = [x if pa else y for (_, x, y), pa in zip(items, prefer_a)]
+        rejected = [y if pa else x for (_, x, y), pa in zip(items, prefer_a)]
+        metrics = dpo_update(generator, tok, [p for p, _, _ in items], chosen, rejected, beta=cfg.dpo_beta, lr=cfg.dpo_lr,
+                             epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size, seed=seed_for(public.seed, 0xD1),
+                             progress=public.progress)
+        agreement = float(np.mean([np.mean((scores[u] > 0) == prefer_a) for u in range(run.n_sel)]))
+        words = np.mean([len(c.split()) for c in chosen]), np.mean([len(r.split()) for r in rejected])
+        return metrics, {"dpo_pairs": len(items), "dpo_first_preferred": round(float(prefer_a.mean()), 4),
+                         "selector_agreement_with_majority": round(agreement, 4),
+                         "chosen_mean_words": round(float(words[0]), 2), "rejected_mean_words": round(float(words[1]), 2)}
+
+
+class FedBiscuit(FedBis):
+    name = "fedbiscuit"
+    paper = ("Wu et al., 'Towards Federated RLHF with Aggregated Client Preference for LLMs', ICLR 2025 (FedBiscuit: U "
+             "selectors on balanced client groups, majority vote, then DPO)")
+    Config = FedBiscuitConfig
+
+    def n_selectors(self, cfg) -> int:
+        return cfg.n_selectors
+
+    def groupings(self, cfg) -> int:
+        return sum(1 for kind, _ in cfg.schedule() if kind == "group")
+
+    def grouping_sigma(self, cfg, budget) -> float:
+        """σ_g such that the G grouping releases alone would be (``grouping_budget_share``·ε, δ)-DP: G Gaussian
+        releases of sensitivity 1 are one Gaussian of sensitivity √G, so σ_g = √G · analytic σ (Balle & Wang 2018)."""
+        releases = self.groupings(cfg) * (cfg.n_selectors - 1)
+        if releases == 0:
+            return 0.0
+        return math.sqrt(releases) * analytic_gaussian_sigma(budget.epsilon * cfg.grouping_budget_share, budget.delta)
+
+    def plan(self, cfg, n_clients: int, sigma: float, sigma_g: float) -> list[PoissonGaussianEvent]:
+        events = []
+        for kind, _ in cfg.schedule():
+            if kind == "group":
+                events += [PoissonGaussianEvent(sigma_g, 1.0, 1)] * (cfg.n_selectors - 1)
+            else:
+                events.append(PoissonGaussianEvent(sigma, cfg.sample_rate, 1))
+        return events
+
+
+class _SelectorTraining:
+    """Runs the selector rounds of FedBis (U = 1) or FedBiscuit's schedule with per-round checkpoints."""
+
+    def __init__(self, method: FedBis, fed, public, cfg, pool: PairPool, task: SelectorTask, adapter: AdapterVector,
+                 sigma: float, sigma_g: float) -> None:
+        self.method, self.fed, self.public, self.cfg = method, fed, public, cfg
+        self.pool, self.task, self.adapter = pool, task, adapter
+        self.sigma, self.sigma_g = sigma, sigma_g
+        self.n_sel = method.n_selectors(cfg)
+        self.settings = cfg.fedavg(fed.n_clients)
+        self.weights = [adapter.get() for _ in range(self.n_sel)]
+        self.group: np.ndarray | None = None  # client-side: each client's selector
+        self.sizes: np.ndarray | None = None  # public: the server's estimates of the group sizes
+        self.history: list[dict[str, Any]] = []
+        self.pairs_total = cfg.pairs_per_client + cfg.validation_pairs
+
+    def schedule(self) -> list[tuple[str, int]]:
+        if self.n_sel == 1:
+            return [("selector", 0)] * self.cfg.rounds
+        return self.cfg.schedule()
+
+    def train(self) -> None:
+        steps = self.schedule()
+        start = 0
+        resumed = self.public.resume(self.fed)
+        if resumed is not None:
+            state = resumed[1]
+            self.weights, self.history = [w.clone() for w in state["weights"]], list(state["history"])
+            self.group, self.sizes, start = state["group"], state["sizes"], int(state["steps_done"])
+        with self.public.bar(total=len(steps), desc=f"{self.method.name}: selectors", initial=start) as bar:
+            for i in range(start, len(steps)):
+                kind, index = steps[i]
+                if kind == "group":
+                    self._regroup(index)
+                else:
+                    self._round(kind, index)
+                self.public.save_round(self.fed, i, {"weights": self.weights, "history": self.history, "group": self.group,
+                                                     "sizes": self.sizes, "steps_done": i + 1})
+                bar.update(1)
+
+    def scores(self, task: SelectorTask, u: int) -> np.ndarray:
+        """Selector u's averaged log-odds for A on every pair of ``task``."""
+        self.adapter.set(self.weights[u])
+        return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
+
+    # -- client side ---------------------------------------------------------------------------------------
+    def _labels(self, cohort) -> tuple[np.ndarray, np.ndarray]:
+        """The cohort clients' own pairs (train part first, validation last) and their labels, on the clients."""
+        pairs = client_pair_indices(cohort.indices, len(self.pool), self.pairs_total, self.public.seed)
+        if len(cohort) == 0:
+            return pairs, pairs
+        offset = [0]
+
+        def fn(vectors, owner, m):
+            rows = pairs[offset[0] : offset[0] + m]
+            offset[0] += m
+            return client_preferences(vectors, owner, m, self.pool, rows)
+
+        labels = self.fed.map_embeddings(cohort, fn, download_floats=self.pool.emb_a.size + self.pool.emb_b.size)
+        return pairs, labels
+
+    def _client_deltas(self, cohort, selector_of: np.ndarray) -> torch.Tensor:
+        """Each cohort client's Δ of its selector, placed in that selector's slot of a U-slot vector."""
+        pairs, labels = self._labels(cohort)
+        k = self.cfg.pairs_per_client
+        d = self.adapter.numel
+        out = torch.zeros((len(cohort), self.n_sel * d))
+        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0x5E1, int(cohort.round)]))
+        model = self.adapter.model
+        for u in np.unique(selector_of):
+            rows = np.flatnonzero(selector_of == u)
+            self.adapter.set(self.weights[u])
+            clients = [self.task.examples(pairs[i, :k], labels[i, :k]) for i in rows]
+            deltas = local_updates(self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings, rng)
+            out[rows, u * d : (u + 1) * d] = deltas
+        return out
+
+    # -- rounds --------------------------------------------------------------------------------------------
+    def _round(self, kind: str, index: int) -> None:
+        fed, cfg = self.fed, self.cfg
+        q = cfg.sample_rate  # exactly the planned rate (not clients_per_round / n, which may differ in the last bit)
+        cohort = fed.sample(q)
+        single = kind in ("selector", "warmup")  # one selector trained by every cohort client
+        if single:
+            selector_of = np.full(len(cohort), index, dtype=np.int64)
+        else:
+            selector_of = self.group[cohort.indices]
+        d = self.adapter.numel
+        width = d if single else self.n_sel * d
+
+        def batch_fn(spans):
+            if not spans:
+                return torch.zeros((0, width))
+            deltas = self._client_deltas(cohort, selector_of)
+            return deltas[:, index * d : (index + 1) * d] if single else deltas
+
+        deltas = fed.map(cohort, batch_fn=batch_fn, download_floats=width)
+        noisy = torch.as_tensor(fed.noisy_sum(deltas, clip=cfg.clip, noise_multiplier=self.sigma, cohort=cohort))
+        if single:  # Eq. 8: the mean of the participants' models
+            self.weights[index] = self.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
+            moved = [index]
+        else:  # Eq. 6: φ_u += Σ_{m ∈ A_u} Δ_m / N_u
+            moved = list(range(self.n_sel))
+            for u in moved:
+                self.weights[u] = self.weights[u] + noisy[u * d : (u + 1) * d] / max(float(self.sizes[u]), 1.0)
+        self.history.append({"phase": kind, "round": int(cohort.round), "clients": len(cohort),
+                             "selectors": moved})
+
+    def _regroup(self, index: int) -> None:
+        """Every client's validation losses for the U selectors (the selectors' log-odds on the public pairs are
+        broadcast; each client scores its own validation pairs), then the private balanced grouping."""
+        fed = self.fed
+        cohort = fed.everyone()
+        batch = self.cfg.selector_batch_size
+        # public: each selector's log-odds for A in both presentation orders of every pool pair, broadcast
+        odds_ab = np.stack([self.task.log_odds(self._model_with(u), self.task.ab, batch) for u in range(self.n_sel)])
+        odds_ba = np.stack([self.task.log_odds(self._model_with(u), self.task.ba, batch) for u in range(self.n_sel)])
+        pairs, labels = self._labels(cohort)
+        val_pairs, val_labels = pairs[:, self.cfg.pairs_per_client:], labels[:, self.cfg.pairs_per_client:]
+        # client side from here: its mean cross-entropy per selector over its validation pairs, both orders
+        sign = np.where(val_labels == 0, 1.0, -1.0)
+        losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +
+                            np.logaddexp(0.0, sign * odds_ba[u][val_pairs])).mean(1) / 2 for u in range(self.n_sel)], axis=1)
+        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
+
+        def release(proposals: np.ndarray) -> np.ndarray:
+            return fed.noisy_sum(proposals, clip=1.0, noise_multiplier=self.sigma_g, cohort=cohort)
+
+        self.group, self.sizes = private_grouping(losses, release, rng)
+        self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
+                             "estimated_group_sizes": [round(float(s), 1) for s in self.sizes]})
+
+    def _model_with(self, u: int):
+        self.adapter.set(self.weights[u])
+        return self.adapter.model

@@ -1,0 +1,81 @@
+"""Private Evolution (PrE-Text): defaults from App. C.3, the thresholded selection, an end-to-end run and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from largefedbench.methods.pe import PEConfig, PESFTConfig, PrivateEvolution, select
+
+from largefedbench.contract import PublicResources
+from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
+
+BUDGET = PrivacyBudget(1.0, 3e-6)
+
+
+def test_defaults_are_the_papers():
+    cfg = PEConfig()
+    assert (cfg.rounds, cfg.n_synthetic, cfg.threshold, cfg.lookahead) == (20, 1024, 0.1626, 4)
+    assert (cfg.variation_model, cfg.mask_fraction, cfg.variation_passes, cfg.min_words) == ("roberta-large", 0.3, 2, 20)
+    assert (cfg.examples_per_prompt, cfg.temperature, cfg.top_p, cfg.clients_per_round) == (3, 1.0, 1.0, None)
+    sft = PESFTConfig()
+    assert (sft.rounds, sft.n_synthetic, sft.threshold, sft.lora_rank, sft.lora_alpha) == (20, 1024, 0.1626, 4, 8)
+    assert PEConfig.tiny().variation_model is None and PEConfig.tiny().lookahead == 0
+
+
+def test_selection_is_proportional_to_the_histogram_above_the_threshold():
+    rng = np.random.default_rng(0)
+    picked, uniform = select(np.array([0.1, 5.0, 2.0, -3.0]), 1.0, 20_000, rng)  # weights 0, 4, 1, 0
+    counts = np.bincount(picked, minlength=4) / 20_000
+    assert not uniform and counts[0] == counts[3] == 0
+    assert counts[1] == pytest.approx(0.8, abs=0.02)
+    picked, uniform = select(np.array([0.5, -1.0, 1.0]), 1.0, 3_000, rng)  # nothing above H: uniform
+    assert uniform and set(picked.tolist()) == {0, 1, 2}
+
+
+class Killed(Exception):
+    pass
+
+
+def killed_after(last_round: int):
+    class KilledResources(PublicResources):
+        def save_round(self, fed, round_index, state):
+            super().save_round(fed, round_index, state)
+            if round_index == last_round:
+                raise Killed
+
+    return KilledResources
+
+
+def run(tiny, run_dir, cfg, resources=PublicResources):
+    fd, bundle, _ = tiny
+    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
+    fed = Federation(fd.train, seed=2, embeddings=SpanEmbeddings(vectors, offsets))
+    public = resources(fd=fd, models=bundle, seed=2, run_dir=run_dir, progress=False)
+    return fed, PrivateEvolution().train(fed, public, cfg, BUDGET)
+
+
+@pytest.mark.slow
+def test_pe_runs_end_to_end_and_resumes_after_a_kill_as_if_uninterrupted(tiny, tmp_path):
+    cfg = dataclasses.replace(PEConfig.tiny(), n_synthetic=32, n_final=40, clients_per_round=800)
+    fed_a, straight = run(tiny, tmp_path / "straight", cfg)
+    sigma, rate = straight.info["sigma"], straight.info["sample_rate"]
+    assert rate == 800 / fed_a.n_clients
+    assert fed_a.ledger.events == (PoissonGaussianEvent(sigma, rate, cfg.rounds),)
+    assert fed_a.ledger.epsilon(BUDGET.delta) <= BUDGET.epsilon
+    assert [h["round"] for h in straight.history] == list(range(cfg.rounds))
+    assert all(np.isfinite(h["fid"]) and 0 < h["clients"] < fed_a.n_clients for h in straight.history)
+    assert 0 < len(straight.texts) <= cfg.n_final and all(len(t.split()) > 3 for t in straight.texts)
+    assert fed_a.costs.rounds[0]["floats_down_per_client"] == cfg.n_synthetic * 384
+    assert fed_a.costs.rounds[0]["floats_up_per_client"] == cfg.n_synthetic
+
+    with pytest.raises(Killed):
+        run(tiny, tmp_path / "killed", cfg, killed_after(1))
+    fed_b, resumed = run(tiny, tmp_path / "killed", cfg)
+    assert fed_b.ledger == fed_a.ledger
+    strip = [{k: v for k, v in h.items() if k != "server_seconds"} for h in resumed.history]
+    assert strip == [{k: v for k, v in h.items() if k != "server_seconds"} for h in straight.history]
+    assert resumed.texts == straight.texts

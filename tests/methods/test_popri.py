@@ -1,0 +1,93 @@
+"""POPri: the paper's defaults, one end-to-end run on the demo with its ledger, early stopping and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from largefedbench.methods.popri import POPri, POPriConfig
+
+from largefedbench.contract import PublicResources
+from largefedbench.errors import InputError
+from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
+
+pytestmark = pytest.mark.slow
+
+BUDGET = PrivacyBudget(1.0, 3e-6)
+SMALL = {"rounds": 2, "n_prompts": 6, "n_per_prompt": 4, "rejected_rank": 3, "n_final": 12, "dpo_batch_size": 6}
+
+
+class Killed(Exception):
+    pass
+
+
+def killed_after(last_round: int):
+    class KilledResources(PublicResources):
+        def save_round(self, fed, round_index, state):
+            super().save_round(fed, round_index, state)
+            if round_index == last_round:
+                raise Killed
+
+    return KilledResources
+
+
+def run(tiny, run_dir, cfg, resources=PublicResources):
+    fd, bundle, _ = tiny
+    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
+    fed = Federation(fd.train, seed=3, embeddings=SpanEmbeddings(vectors, offsets))
+    public = resources(fd=fd, models=bundle, seed=3, run_dir=run_dir, progress=False)
+    return fed, POPri().train(fed, public, cfg, BUDGET)
+
+
+def test_defaults_are_the_papers():
+    cfg = POPriConfig()
+    assert (cfg.n_prompts, cfg.n_per_prompt, cfg.rejected_rank, cfg.max_new_tokens, cfg.temperature) == (1800, 10, 5, 64, 1.0)
+    assert (cfg.rounds, cfg.lora_rank, cfg.lora_alpha, cfg.dpo_epochs, cfg.dpo_batch_size) == (20, 4, 8, 2, 24)
+    assert (cfg.scoring, cfg.loss_type, cfg.clients_per_round, cfg.n_final) == ("cosine", "sigmoid", None, 1_000_000)
+    assert cfg.lr_at(0) == pytest.approx(8e-7) and cfg.lr_at(19) == pytest.approx(3e-7)
+    assert 3e-7 < cfg.lr_at(10) < 8e-7
+    tiny = POPriConfig.tiny()
+    assert tiny.rejected_rank <= tiny.n_per_prompt and tiny.rounds >= 2
+    with pytest.raises(InputError, match="rejected_rank"):
+        POPriConfig(n_per_prompt=4, rejected_rank=5)
+    with pytest.raises(InputError, match="loss_type"):
+        POPriConfig(loss_type="kto")
+
+
+def strip_timing(history):
+    return [{k: v for k, v in row.items() if k != "server_seconds"} for row in history]
+
+
+def test_popri_runs_end_to_end_and_resumes_after_a_kill_as_if_uninterrupted(tiny, tmp_path):
+    cfg = dataclasses.replace(POPri.Config.tiny(), **SMALL)
+    fed_a, straight = run(tiny, tmp_path / "straight", cfg)
+
+    # the artifact and its ledger
+    assert straight.kind == "synthetic text" and 0 < len(straight.texts) <= cfg.n_final
+    sigma = straight.info["sigma"]
+    assert fed_a.ledger.events == (PoissonGaussianEvent(sigma, 1.0, cfg.rounds),)
+    assert 0.95 * BUDGET.epsilon < fed_a.ledger.epsilon(BUDGET.delta) <= BUDGET.epsilon
+    assert straight.info["lora"] == {"rank": 4, "alpha": 8, "dropout": 0.0}
+    # one history row per round with its FID and DPO metrics, plus the final generator's FID
+    assert [h["round"] for h in straight.history] == [0, 1, 2] and straight.history[-1]["evaluation_only"]
+    rounds = straight.history[:-1]
+    assert all(math.isfinite(h["fid"]) and h["n_pairs"] >= 1 and h["sigma"] == sigma for h in rounds)
+    assert all(h["clients"] == fed_a.n_clients and "margin_last" in h for h in rounds)
+    # early stopping: the generator with the lowest validation FID made the final set
+    fids = [h["fid"] for h in straight.history]
+    assert straight.info["best_round"] == int(np.argmin(fids)) and straight.info["best_fid"] == min(fids)
+    # Table 2 costs: K·J embeddings down, K·J scores up, server seconds counted
+    costs = fed_a.costs.rounds
+    assert costs[0]["floats_down_per_client"] == cfg.n_prompts * cfg.n_per_prompt * 384
+    assert costs[0]["floats_up_per_client"] == cfg.n_prompts * cfg.n_per_prompt and costs[0]["server_seconds"] > 0
+
+    with pytest.raises(Killed):
+        run(tiny, tmp_path / "killed", cfg, killed_after(0))
+    fed_b, resumed = run(tiny, tmp_path / "killed", cfg)
+    assert fed_b.ledger == fed_a.ledger and fed_b.round == fed_a.round == cfg.rounds - 1
+    assert strip_timing(resumed.history) == strip_timing(straight.history)
+    assert resumed.texts == straight.texts

@@ -1,0 +1,97 @@
+"""Weak-client voting: control codes, strong/weak split, votes restricted to weak clients and codes, end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from largefedbench.methods.weak_client_voting import (
+    OTHER,
+    WeakClientVoting,
+    WeakClientVotingConfig,
+    _weak_votes,
+    client_codes,
+    code_set,
+    control_code,
+    strong_clients,
+)
+
+from largefedbench.contract import PublicResources
+from largefedbench.federation import Cohort, Federation, SpanEmbeddings
+from largefedbench.privacy import (
+    PoissonGaussianEvent,
+    PrivacyBudget,
+    PrivacyLedger,
+    analytic_gaussian_sigma,
+    epsilon_of,
+)
+
+
+def test_control_codes_follow_the_record_kind():
+    assert control_code({"category": "neuroscience", "country": None}) == "Category: neuroscience"
+    assert control_code({"category": None, "country": "GBR", "chamber": "Lords"}) == "Country: GBR, Chamber: Lords"
+    assert control_code({"category": "", "country": None, "chamber": None}) == OTHER
+
+
+def test_code_set_and_client_codes_on_the_demo(tiny):
+    fd = tiny[0]
+    codes = code_set(fd.public)
+    assert codes[-1] == OTHER and "Country: USA, Chamber: Senate" in codes and "Category: ecology" in codes
+    fed = Federation(fd.train, seed=0)
+    own = client_codes(fed, codes)
+    assert len(own) == fed.n_clients and own.min() >= 0 and own.max() < len(codes)
+    first = fd.train.client(fd.train.ids[0]).meta
+    assert codes[own[0]] == control_code(first)
+
+
+def test_strong_clients_are_a_seeded_fraction():
+    a = strong_clients(100, 0.1, np.random.default_rng(1))
+    b = strong_clients(100, 0.1, np.random.default_rng(1))
+    assert a.sum() == 10 and np.array_equal(a, b)
+    assert strong_clients(5, 0.01, np.random.default_rng(0)).sum() == 1  # at least one
+
+
+def test_weak_votes_skip_strong_clients_and_map_chunks_to_the_cohort():
+    # 4 clients in a cohort of federation positions [5, 6, 7, 8]; client 6 is strong
+    cohort = Cohort(np.array([5, 6, 7, 8]), ("a", "b", "c", "d"), 1.0, 0)
+    own_code = np.zeros(10, dtype=np.int64)
+    own_code[8] = 1
+    strong = np.zeros(10, dtype=bool)
+    strong[6] = True
+    pool = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
+    pool_codes = np.array([0, 0, 1])
+    fn = _weak_votes(cohort, own_code, strong, pool, pool_codes, k=1)
+    first = fn(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 1]), 2)  # chunk 1: positions 5, 6
+    second = fn(np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]), np.array([0, 0, 1]), 2)  # chunk 2: positions 7, 8
+    np.testing.assert_array_equal(first, [[1, 0, 0], [0, 0, 0]])  # the strong client sends nothing
+    # client 7 (code 0) votes twice for candidate 1 -> unit vector; client 8 (code 1) can only pick candidate 2
+    np.testing.assert_array_equal(second, [[0, 1, 0], [0, 0, 1]])
+
+
+@pytest.mark.slow
+def test_weak_client_voting_end_to_end(tiny, tmp_path):
+    fd, bundle, _ = tiny
+    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
+    fed = Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
+    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
+    cfg = WeakClientVotingConfig.tiny()
+    budget = PrivacyBudget(4.0, 1e-5)
+    art = WeakClientVoting().train(fed, public, cfg, budget)
+    info = art.info
+
+    sp = analytic_gaussian_sigma(4.0 * cfg.profile_budget_share, 1e-5 / 3)
+    sv = analytic_gaussian_sigma(4.0 * cfg.vote_budget_share, 1e-5 / 3)
+    assert info["profile_noise_multiplier"] == pytest.approx(sp) and info["vote_noise_multiplier"] == pytest.approx(sv)
+    planned = PrivacyLedger([PoissonGaussianEvent(info["noise_multiplier"], cfg.strong_sample_rate, cfg.rounds),
+                             PoissonGaussianEvent(sp, 1.0, 1), PoissonGaussianEvent(sv, 1.0, 1)])
+    assert fed.ledger.events == planned.events
+    eps = fed.ledger.epsilon(budget.delta)
+    assert 0.97 * budget.epsilon < eps <= budget.epsilon + 1e-6
+    assert eps == pytest.approx(epsilon_of(list(planned.events), budget.delta), rel=1e-9)
+
+    assert info["strong_clients"] == round(0.1 * fed.n_clients)
+    assert sum(info["generated_per_code"]) in range(cfg.n_generated - len(info["codes"]), cfg.n_generated + len(info["codes"]))
+    # Alg. A.4 keeps max(1, floor(r * |I_j|)) candidates of every code that has some
+    assert len(art.texts) <= info["candidates"] and len(art.texts) >= cfg.sampling_rate * info["candidates"] - len(info["codes"])
+    rounds = [h for h in art.history if h["phase"] == "generator"]
+    assert len(rounds) == cfg.rounds and all(0 < h["strong_clients"] <= h["clients"] for h in rounds)

@@ -1,0 +1,56 @@
+"""The "Original Text Sample" prompt: the reference template byte for byte, seeded draws of distinct examples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from largefedbench.errors import InputError
+from largefedbench.synthetic.generation import clean_completion
+from largefedbench.synthetic.prompts import (
+    PRE_TEXT_PROMPT_TEMPLATE,
+    PROMPT_TEMPLATE,
+    build_prompts,
+    prompt_template,
+)
+
+# generation_prompt.txt of meiyuw/POPri (popri-reference.md §1.3): ends with a backslash and an "n", no newline
+REFERENCE = ("List of 6 diverse original text samples:\nOriginal Text Sample 1\n{0}\nOriginal Text Sample 2\n{1}\n"
+             "Original Text Sample 3\n{2}\nOriginal Text Sample 4\\n")
+
+
+def test_template_is_the_reference_file_byte_for_byte():
+    assert PROMPT_TEMPLATE == REFERENCE
+    assert len(PROMPT_TEMPLATE.encode()) == 146 and PROMPT_TEMPLATE.encode()[-2:] == b"\\n"  # the file's size
+    assert PRE_TEXT_PROMPT_TEMPLATE == REFERENCE[:-2] + "\n"
+
+
+def test_other_example_counts_generalise_the_template():
+    two = prompt_template(2)
+    assert two.startswith("List of 4 diverse original text samples:\n") and two.endswith("Original Text Sample 3\\n")
+    assert two.format("A", "B") == "List of 4 diverse original text samples:\nOriginal Text Sample 1\nA\nOriginal Text Sample 2\nB\nOriginal Text Sample 3\\n"
+
+
+def test_prompts_hold_distinct_cleaned_examples_and_are_seeded():
+    examples = [f"example {i}\twith\nbreaks" for i in range(5)]
+    prompts = build_prompts(examples, 50, examples_per_prompt=3, rng=np.random.default_rng(1))
+    assert len(prompts) == 50
+    for p in prompts:
+        used = [i for i in range(5) if f"example {i} with breaks" in p]
+        assert len(used) == 3  # drawn without replacement, newlines and tabs become spaces
+        assert "\t" not in p and p.count("\n") == 7
+    assert prompts == build_prompts(examples, 50, examples_per_prompt=3, rng=np.random.default_rng(1))
+    assert prompts != build_prompts(examples, 50, examples_per_prompt=3, rng=np.random.default_rng(2))
+    assert len({p for p in prompts}) > 5
+
+
+def test_too_few_examples_is_an_error():
+    with pytest.raises(InputError, match="3 distinct examples"):
+        build_prompts(["a", "b"], 1, examples_per_prompt=3, rng=np.random.default_rng(0))
+
+
+def test_completions_are_cut_at_the_next_sample_header_and_flattened():
+    raw = " The cell divides.\n\nIt grows.\nOriginal Text Sample 5\nmore"
+    assert clean_completion(raw) == "The cell divides. It grows."
+    assert clean_completion("Originally, yes") == ""  # the reference splits on "Orig" too
+    assert clean_completion(" keep Orig text ", stop=()) == "keep Orig text"
