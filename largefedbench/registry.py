@@ -28,28 +28,15 @@ BUILTIN_METHODS: dict[str, str] = {
     "non-private": "largefedbench.methods.references:NonPrivateReference",
     "dp-fedavg": "largefedbench.methods.dp_fedavg:DPFedAvg",
     "dp-ftrl": "largefedbench.methods.dp_ftrl:DPFTRL",
+    "pe": "largefedbench.methods.pe:PrivateEvolution",
+    "pe-sft": "largefedbench.methods.pe:PrivateEvolutionSFT",
+    "popri": "largefedbench.methods.popri:POPri",
+    "dp-resample": "largefedbench.methods.dp_resample:DPInstructionResampling",
+    "fedbis": "largefedbench.methods.fedbiscuit:FedBis",
+    "fedbiscuit": "largefedbench.methods.fedbiscuit:FedBiscuit",
+    "weak-client-voting": "largefedbench.methods.weak_client_voting:WeakClientVoting",
+    "ctcl": "largefedbench.methods.ctcl:CTCL",
 }
-
-
-def _register_optional() -> None:
-    """Methods whose modules ship with later parts of the project register here when present."""
-    optional = {
-        "pe": "largefedbench.methods.pe:PrivateEvolution",
-        "pe-sft": "largefedbench.methods.pe:PrivateEvolutionSFT",
-        "popri": "largefedbench.methods.popri:POPri",
-        "dp-resample": "largefedbench.methods.dp_resample:DPInstructionResampling",
-        "fedbis": "largefedbench.methods.fedbiscuit:FedBis",
-        "fedbiscuit": "largefedbench.methods.fedbiscuit:FedBiscuit",
-        "weak-client-voting": "largefedbench.methods.weak_client_voting:WeakClientVoting",
-        "ctcl": "largefedbench.methods.ctcl:CTCL",
-    }
-    for name, target in optional.items():
-        module = target.split(":")[0]
-        if importlib.util.find_spec(module) is not None:
-            BUILTIN_METHODS.setdefault(name, target)
-
-
-_register_optional()
 
 
 @dataclass(frozen=True)
