@@ -190,6 +190,14 @@ class Federation:
         self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
         return out
 
+    def client_metadata(self, fields: Sequence[str]) -> list[dict[str, Any]]:
+        """Each client's own values of the record ``fields`` (e.g. category, country, chamber), in client order; a
+        field the snapshot lacks is None. Client-side state: a method may use it only inside client computations
+        (``map``/``map_embeddings`` bodies) whose outputs are released through ``noisy_sum``."""
+        names = set(self._clients.table.column_names)
+        cols = {f: self._clients.column(f) if f in names else [None] * self.n_clients for f in fields}
+        return [{f: cols[f][i] for f in fields} for i in range(self.n_clients)]
+
     def map_embeddings(
         self,
         cohort: Cohort,
@@ -218,7 +226,7 @@ class Federation:
         return np.concatenate(parts) if parts else np.zeros((0, 0))
 
     def map_clipped_sum(self, cohort: Cohort, batch_fn: Callable[[list[list[str]]], Any], *, clip: float,
-                        chunk_clients: int = 16, download_floats: int = 0) -> "ClippedSum":
+                        chunk_clients: int = 16, download_floats: int = 0) -> ClippedSum:
         """``batch_fn`` over chunks of ``chunk_clients`` clients, each client's vector clipped to L2 ≤ ``clip`` and
         summed as it comes (what secure aggregation computes), so memory holds one chunk of client vectors, not
         the cohort's (DistilGPT2 × 1000 clients would be 328 GB). Pass the result to ``noisy_sum`` or

@@ -26,10 +26,9 @@ vote σ are the analytic Gaussian σ for 2/14 and 6/14 of (ε, δ/3), and the DP
 ``[PoissonGaussianEvent(σ, q, R), PoissonGaussianEvent(σ_prof, 1), PoissonGaussianEvent(σ_vote, 1)]`` — exactly the
 ledger — meets (ε, δ). This over-counts (no client is in both the fine-tuning and the vote), so it is conservative.
 
-Client metadata: ``Federation.map`` passes a client's spans but not its metadata, so :func:`client_codes` reads each
-client's control code from its own record through the federation's private client table (``fed._clients``) until the
-federation can hand a client computation its metadata; the codes are used only inside client computations whose
-outputs go through ``noisy_sum``.
+Client metadata: :func:`client_codes` reads each client's control code from its own record through
+``Federation.client_metadata`` (client-side state); the codes are used only inside client computations whose outputs
+go through ``noisy_sum``.
 
 Deviations from the paper: :data:`DEVIATIONS` (also in the artifact's ``info["deviations"]``).
 """
@@ -142,22 +141,20 @@ def control_code(meta: Mapping[str, Any]) -> str:
     return OTHER
 
 
-def _split_codes(split) -> list[str]:
-    names = set(split.table.column_names)
-    cols = {f: split.column(f) if f in names else [None] * len(split) for f in CODE_FIELDS}
-    return [control_code({f: cols[f][i] for f in CODE_FIELDS}) for i in range(len(split))]
-
-
 def code_set(public_split) -> list[str]:
     """The predetermined code set: every code of the public split, sorted, then "Other"."""
-    return sorted(set(_split_codes(public_split)) - {OTHER}) + [OTHER]
+    names = set(public_split.table.column_names)
+    cols = {f: public_split.column(f) if f in names else [None] * len(public_split) for f in CODE_FIELDS}
+    codes = {control_code({f: cols[f][i] for f in CODE_FIELDS}) for i in range(len(public_split))}
+    return sorted(codes - {OTHER}) + [OTHER]
 
 
 def client_codes(fed, codes: list[str]) -> np.ndarray:
     """Each client's code index (``codes.index``; "Other" for a code outside the set), read from the client's own
     record. Private client state: to be used only inside client computations."""
     index = {c: i for i, c in enumerate(codes)}
-    return np.asarray([index.get(c, index[OTHER]) for c in _split_codes(fed._clients)], dtype=np.int64)
+    own = (control_code(meta) for meta in fed.client_metadata(CODE_FIELDS))
+    return np.asarray([index.get(c, index[OTHER]) for c in own], dtype=np.int64)
 
 
 def strong_clients(n_clients: int, fraction: float, rng: np.random.Generator) -> np.ndarray:

@@ -133,3 +133,11 @@ def test_a_streamed_clipped_sum_releases_the_same_as_the_full_matrix(train):
     other = b.sample(0.3)
     with pytest.raises(PrivacyError, match="another cohort"):
         b.noisy_sum(b.map_clipped_sum(cb, features, clip=50.0), clip=50.0, noise_multiplier=0.5, cohort=other)
+
+
+def test_client_metadata_gives_each_client_its_own_record_fields(train):
+    fed = Federation(train, seed=6)
+    meta = fed.client_metadata(("category", "no_such_field"))
+    assert len(meta) == fed.n_clients
+    assert [m["category"] for m in meta] == list(train.column("category"))
+    assert all(m["no_such_field"] is None for m in meta)

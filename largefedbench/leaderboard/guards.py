@@ -30,7 +30,7 @@ class _Watched:
         caller = sys._getframe(depth).f_globals.get("__name__", "?")
         if caller != FEDERATION_MODULE:
             message = (f"{caller} read {self._what}.{name} directly; private client data must be reached only "
-                       f"through the Federation (sample, map, map_embeddings, noisy_sum)")
+                       f"through the Federation (sample, map, map_embeddings, client_metadata, noisy_sum)")
             self._violations.append(message)
             raise MethodError(message)
 
