@@ -3,7 +3,16 @@
 A method gets a :class:`Federation` over the private train clients and may only
 
 - ``sample(rate)`` a Poisson cohort (each client in independently with probability ``rate``: the rate the
-  accountant uses) or take ``everyone()``;
+  accountant uses), take ``everyone()``, or cut a shuffled ``epoch`` into fixed-size cohorts;
+- ``private_sum(cohort, client_fn, clip=…, mechanism=…)`` — **the one door**: ``client_fn`` runs on each client's
+  own view (``ClientView``, or a ``ChunkView`` of many clients with ``batched=True``: spans, cached span
+  embeddings, metadata), each client's vector is clipped to L2 ≤ ``clip`` and only the running sum is kept, chunk by
+  chunk (on the ``local`` or ``ray`` executor); the mechanism (``Gaussian(σ)``, ``TreeAggregation``, ``NoNoise``
+  from ``largefedbench.privacy.mechanisms``) adds its noise and appends one ledger event whose sampling matches
+  how the cohort was drawn; only the noised sum is returned.
+
+The older per-client calls below remain while methods are ported to ``private_sum``:
+
 - ``map`` a client computation over each cohort client's own spans (or cached span embeddings) — one vector
   per client, vectorised over clients where the computation allows;
 - ``noisy_sum`` the per-client vectors: each clipped to L2 norm ≤ ``clip``, summed (what secure aggregation
@@ -25,17 +34,24 @@ import numpy as np
 
 from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError, PrivacyError
+from largefedbench.client_views import ClientStore
+from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger, add_gaussian_noise
+from largefedbench.privacy.mechanisms import Gaussian, Mechanism, TreePrefixSum  # TreePrefixSum: re-exported
+
+__all__ = ["Cohort", "ClippedSum", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
 
 
 @dataclass(frozen=True)
 class Cohort:
-    """The clients of one round and the Poisson rate they were sampled with."""
+    """The clients of one round, the rate they were sampled with and how: ``poisson`` (``sample``, ``everyone``)
+    or ``fixed`` (a fixed-size cohort of a shuffled ``epoch``: no amplification by sampling)."""
 
     indices: np.ndarray  # positions in the federation's client list
     ids: tuple[str, ...]
     sample_rate: float
     round: int
+    sampling: str = "poisson"
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -114,8 +130,11 @@ class Federation:
         ledger: PrivacyLedger | None = None,
         seed: int = 0,
         embeddings: SpanEmbeddings | None = None,
+        executor: Executor | str | None = None,
     ) -> None:
         self._clients = clients
+        self._seed = int(seed)
+        self._executor = executor if hasattr(executor, "map_chunks") else make_executor(executor)
         self._ids: list[str] = list(clients.ids)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.costs = CostMeter()
@@ -125,6 +144,7 @@ class Federation:
         self._embeddings = embeddings
         if embeddings is not None and len(embeddings.offsets) != len(self._ids) + 1:
             raise InputError(f"span embeddings cover {len(embeddings.offsets) - 1} clients, the federation has {len(self._ids)}")
+        self._store = ClientStore(clients, embeddings)
         self._round = -1
 
     # -- who takes part --------------------------------------------------------------------------------
@@ -158,10 +178,56 @@ class Federation:
         """Every client, sampling rate 1 (full participation)."""
         return self._new_round(np.arange(self.n_clients), 1.0)
 
-    def _new_round(self, indices: np.ndarray, rate: float) -> Cohort:
+    def _new_round(self, indices: np.ndarray, rate: float, sampling: str = "poisson") -> Cohort:
         self._round += 1
         self.costs.set(self._round, clients=float(len(indices)))
-        return Cohort(indices, tuple(self._ids[i] for i in indices), rate, self._round)
+        return Cohort(indices, tuple(self._ids[i] for i in indices), rate, self._round, sampling)
+
+    # -- the one door ----------------------------------------------------------------------------------
+    def private_sum(self, cohort: Cohort, client_fn: Callable[[Any], Any], *, clip: float, mechanism: Mechanism,
+                    batched: bool = False, chunk_clients: int | None = None, shape: tuple[int, ...] | None = None,
+                    download_floats: int = 0, progress: Callable[[int], None] | None = None) -> Any:
+        """The noised sum of the cohort's clipped client vectors; the only thing that leaves the clients.
+
+        ``client_fn(ClientView)`` returns one client's vector, or with ``batched=True`` ``client_fn(ChunkView)``
+        returns one row per client of a chunk of ``chunk_clients`` clients (default 64 per client, 2048 batched).
+        Each vector is clipped to L2 ≤ ``clip`` and added to a running sum (chunks run on this federation's
+        executor; a library client function with an exact ``clipped_sum`` shortcut is summed algebraically).
+        ``mechanism`` adds its noise and appends its event to the ledger, with the cohort's sampling.
+        ``shape`` (one client's vector shape) is needed only for an empty cohort in per-client mode.
+        ``progress(n)`` is called after each chunk with its number of clients.
+        """
+        clip = float(clip)
+        if not (np.isfinite(clip) and clip > 0):
+            raise InputError(f"clip={clip!r} must be finite and > 0: it is each client's L2 sensitivity")
+        if not isinstance(mechanism, Mechanism):
+            raise InputError(f"mechanism={mechanism!r} must be a mechanism from largefedbench.privacy.mechanisms: "
+                             "Gaussian(noise_multiplier), TreeAggregation(noise_multiplier, tree) or NoNoise()")
+        size = int(chunk_clients or (2048 if batched else 64))
+        if size < 1:
+            raise InputError(f"chunk_clients={chunk_clients} must be at least 1")
+        chunks = [cohort.indices[lo : lo + size] for lo in range(0, len(cohort), size)]
+        if not chunks and batched:
+            chunks = [cohort.indices[:0]]  # a batched function tells the sum's shape from an empty chunk
+        total, width, seconds = None, 0, 0.0
+        task = {"round_": cohort.round, "fed_seed": self._seed, "client_fn": client_fn, "clip": clip, "batched": batched}
+        for part in self._executor.map_chunks(self._store, chunks, **task):
+            if part.total is not None:
+                total = part.total if total is None else total + part.total
+            width, seconds = max(width, part.width), seconds + part.seconds
+            if progress is not None:
+                progress(part.n_clients)
+        if total is None:
+            if shape is None:
+                raise InputError("the cohort is empty, so the sum has no shape: pass shape= (one client's vector "
+                                 "shape) or use batched=True")
+            total, width = np.zeros(shape), int(np.prod(shape))
+        start = time.perf_counter()
+        noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
+                                  ledger=self.ledger, generator=self._generator_for(total))
+        self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
+                       floats_down_per_client=float(download_floats), floats_up_per_client=float(width))
+        return noisy
 
     # -- client computation ----------------------------------------------------------------------------
     def map(
@@ -273,7 +339,8 @@ class Federation:
         start = time.perf_counter()
         total, width = self._clipped_total(vectors, clip, cohort, "noisy_sum")
         noisy = add_gaussian_noise(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
-        self.ledger.record(noise_multiplier=noise_multiplier, sample_rate=cohort.sample_rate)
+        for event in Gaussian(noise_multiplier).events(sampling=cohort.sampling, sample_rate=cohort.sample_rate):
+            self.ledger.append(event)  # a fixed-size epoch cohort claims no amplification by sampling
         self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
         return noisy
 
@@ -363,48 +430,7 @@ class PlannedCohort:
         return len(self._indices)
 
     def start(self) -> Cohort:
-        return self._fed._new_round(self._indices, self._rate)
-
-
-class TreePrefixSum:
-    """The binary-tree aggregator of DP-FTRL for one epoch (restart = a new instance).
-
-    After ``t`` additions it returns Σ_{s≤t} x_s + Σ of the noises of the tree nodes that cover [1, t]
-    (one node per set bit of t), so every prefix sum carries at most ⌈log₂(t+1)⌉ node noises and each
-    node's noise is drawn once."""
-
-    def __init__(self, rounds_per_epoch: int) -> None:
-        if rounds_per_epoch < 1:
-            raise InputError("a tree epoch needs at least one round")
-        self.rounds_per_epoch = int(rounds_per_epoch)
-        self.steps = 0
-        self._sum: Any = None
-        self._nodes: dict[tuple[int, int], Any] = {}  # (level, index) -> noise of that node
-
-    def add(self, value: Any, *, noise_multiplier: float, clip: float, generator: Any) -> Any:
-        if self.steps >= self.rounds_per_epoch:
-            raise PrivacyError(f"the tree epoch has {self.rounds_per_epoch} rounds; start a new TreePrefixSum to restart")
-        self.steps += 1
-        self._sum = value if self._sum is None else self._sum + value
-        t, noise, start = self.steps, None, 0
-        for level in reversed(range(t.bit_length())):
-            if t >> level & 1:
-                key = (level, start >> level)
-                if key not in self._nodes:
-                    self._nodes[key] = add_gaussian_noise(value * 0, noise_multiplier=noise_multiplier, clip=clip,
-                                                          generator=generator)
-                noise = self._nodes[key] if noise is None else noise + self._nodes[key]
-                start += 1 << level
-        return self._sum + noise
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"rounds_per_epoch": self.rounds_per_epoch, "steps": self.steps, "sum": self._sum, "nodes": dict(self._nodes)}
-
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> TreePrefixSum:
-        tree = cls(state["rounds_per_epoch"])
-        tree.steps, tree._sum, tree._nodes = state["steps"], state["sum"], dict(state["nodes"])
-        return tree
+        return self._fed._new_round(self._indices, self._rate, "fixed")
 
 
 def _stack(rows: Sequence[Any]) -> Any:

@@ -21,6 +21,15 @@ over the M samples, and the histogram is divided by its L2 norm, so each client 
 nearest in L2 is argmax_j x·s_j − ‖s_j‖²/2. Ties go to the lowest index.
 
 ``*_reference`` functions are direct per-client loops used by the tests and benchmarks as ground truth.
+
+**The exact shortcut** (:class:`PopriScores` for ``fed.private_sum(…, batched=True)``). With s_c the client's
+span-embedding sum and E the synthetic matrix, a_c = E s_c, mean a_c = s_c·ē and var a_c = s_cᵀ C s_c (ē and C the
+mean and population covariance of E's rows), so z_c = (E s_c − (s_c·ē)·1) / std_c; every z-scored row has norm √M,
+so both clips are one constant scale w. The clipped sum over a chunk is E (Σ_c w s_c/std_c) − (Σ_c w (s_c·ē)/std_c)·1:
+the work is in d = 384 dimensions, and no clients × samples matrix exists. ``normalization="mean"`` is exact the
+same way (‖a_c‖² = M s_cᵀ G s_c with G = EᵀE/M). Constant rows: the general path zeroes a row whose std is below
+1e-6 of its largest |value|; the shortcut uses its root mean square instead (≤ the largest, ≥ it/√M), which
+agrees on every row that is not constant to 1e-6 (in practice: a client without spans).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import numpy as np
 from largefedbench.errors import InputError
 
 __all__ = [
+    "PopriScores",
     "client_embedding_sums",
     "nn_vote_histograms",
     "nn_votes",
@@ -59,18 +69,19 @@ def _check(span_vectors: np.ndarray, owner: np.ndarray, n_clients: int, syntheti
 
 
 def client_embedding_sums(span_vectors: np.ndarray, owner: np.ndarray, n_clients: int) -> np.ndarray:
-    """Σ of each client's span embeddings: an ``(n_clients, d)`` float32 array (zeros for a client without spans)."""
+    """Σ of each client's span embeddings: an ``(n_clients, d)`` float32 array (zeros for a client without spans).
+
+    One sparse (CSR) client × span indicator product: ~30-50× faster than ``np.add.reduceat`` at 10k clients."""
+    from scipy import sparse
+
     span_vectors = np.asarray(span_vectors, dtype=np.float32)
     owner = np.asarray(owner, dtype=np.int64)
-    out = np.zeros((n_clients, span_vectors.shape[1]), dtype=np.float32)
     if len(owner) == 0:
-        return out
-    if np.any(np.diff(owner) < 0):
-        order = np.argsort(owner, kind="stable")
-        owner, span_vectors = owner[order], span_vectors[order]
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    out[owner[starts]] = np.add.reduceat(span_vectors, starts, axis=0)
-    return out
+        return np.zeros((n_clients, span_vectors.shape[1]), dtype=np.float32)
+    columns = np.argsort(owner, kind="stable") if np.any(np.diff(owner) < 0) else np.arange(len(owner))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_clients))])
+    indicator = sparse.csr_matrix((np.ones(len(owner), np.float32), columns, indptr), shape=(n_clients, len(owner)))
+    return np.asarray(indicator @ span_vectors, dtype=np.float32)
 
 
 def _normalize_rows(block: np.ndarray, counts: np.ndarray, normalization: Normalization, clip: float) -> np.ndarray:
@@ -122,6 +133,51 @@ def popri_scores(synthetic: np.ndarray, *, normalization: Normalization = "zscor
         return popri_client_scores(span_vectors, owner, n, synthetic, normalization=normalization, clip=clip, chunk=chunk)
 
     return score
+
+
+class PopriScores:
+    """POPri's client function for ``fed.private_sum(cohort, PopriScores(emb), clip=1.0, mechanism=Gaussian(σ),
+    batched=True)``: called on a ``ChunkView`` it returns the chunk's clipped score rows (the general path);
+    ``clipped_sum`` is the exact algebraic shortcut the federation uses instead (module docstring)."""
+
+    def __init__(self, synthetic: np.ndarray, *, normalization: Normalization = "zscore", clip: float = 1.0,
+                 chunk: int = 1024) -> None:
+        if normalization not in ("zscore", "mean"):
+            raise InputError(f"normalization={normalization!r}; choose 'zscore' (reference code) or 'mean' (Algorithm 2)")
+        self.synthetic = np.ascontiguousarray(synthetic, dtype=np.float32)
+        if self.synthetic.ndim != 2 or not len(self.synthetic):
+            raise InputError(f"synthetic embeddings must be a non-empty (M, d) matrix, got shape {self.synthetic.shape}")
+        self.normalization, self.clip, self.chunk = normalization, float(clip), int(chunk)
+        self._e64 = self.synthetic.astype(np.float64)
+        self._mean = self._e64.mean(axis=0)
+        self._cov = self._e64.T @ self._e64 / len(self._e64) - np.outer(self._mean, self._mean)
+
+    def __call__(self, chunk) -> np.ndarray:
+        return popri_client_scores(chunk.embeddings, chunk.owner, len(chunk), self.synthetic,
+                                   normalization=self.normalization, clip=self.clip, chunk=self.chunk)
+
+    def clipped_sum(self, chunk, clip: float) -> np.ndarray:
+        """Σ over the chunk's clients of their score rows clipped again to L2 ≤ ``clip``, without the rows."""
+        span_vectors = np.asarray(chunk.embeddings, dtype=np.float32)
+        _check(span_vectors, chunk.owner, len(chunk), self.synthetic)
+        sums = client_embedding_sums(span_vectors, chunk.owner, len(chunk)).astype(np.float64)
+        m = len(self.synthetic)
+        mean = sums @ self._mean  # each client's mean score s·ē
+        var = np.maximum(np.einsum("cd,cd->c", sums @ self._cov, sums), 0.0)  # sᵀCs
+        if self.normalization == "zscore":
+            std, rms = np.sqrt(var), np.sqrt(var + mean**2)  # mean square = sᵀGs = sᵀCs + (s·ē)²
+            norm = np.sqrt(m)  # every z-scored row
+            scale = min(1.0, self.clip / norm)
+            scale *= min(1.0, clip / (norm * scale))
+            weight = np.where(std > _CONSTANT_ROW * rms, scale / np.where(std > 0, std, 1.0), 0.0)
+        else:
+            counts = np.maximum(np.bincount(chunk.owner, minlength=len(chunk)), 1)
+            norm = np.sqrt(m * (var + mean**2)) / counts
+            first = np.minimum(1.0, self.clip / np.maximum(norm, 1e-30))
+            weight = first * np.minimum(1.0, clip / np.maximum(norm * first, 1e-30)) / counts
+        direction = weight @ sums  # (d,)
+        offset = float(weight @ mean) if self.normalization == "zscore" else 0.0
+        return (self._e64 @ direction - offset).astype(np.float32)
 
 
 def popri_scores_reference(client_spans: Sequence[np.ndarray], synthetic: np.ndarray, *,

@@ -1,0 +1,220 @@
+"""What a client computation sees, and the clipped sum of one chunk of clients (run locally or on a Ray worker).
+
+``Federation.private_sum`` cuts a cohort into chunks of clients. For each chunk, :func:`clipped_chunk_sum` builds
+the clients' views from the :class:`ClientStore` (the federation's private data), runs the method's client
+function, clips every client's vector to L2 ≤ clip and keeps only the chunk's sum. Nothing per client leaves this
+module: executors add chunk sums, the federation adds the mechanism's noise.
+
+- per client: ``client_fn(ClientView) -> vector`` (numpy array or torch tensor);
+- batched (``batched=True``): ``client_fn(ChunkView) -> (n_clients, …)``, one row per client of the chunk,
+  vectorised over clients (it must not mix clients).
+
+Views load spans and metadata lazily (an embeddings-only computation never reads texts). Client-side randomness
+comes from ``view.rng()``: seeded by the federation seed, the round and the client id, so it is the same whatever
+executor or chunking runs the client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import resource
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from largefedbench.errors import InputError
+
+
+def client_seed(fed_seed: int, round_: int, client_id: str) -> int:
+    """The seed of a client's own randomness in a round (stable across processes and executors)."""
+    digest = hashlib.blake2b(f"{fed_seed}/{round_}/{client_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+class ClientStore:
+    """The federation's private data as executors see it: the client split and the cached span embeddings.
+
+    ``clients`` needs ``ids``, ``spans(client_id)`` and ``client(client_id).meta`` (a ``ClientSplit``);
+    ``embeddings`` is a ``SpanEmbeddings`` or None."""
+
+    def __init__(self, clients: Any, embeddings: Any = None) -> None:
+        self.clients = clients
+        self.ids: list[str] = list(clients.ids)
+        self.embeddings = embeddings
+
+    def spans(self, indices: np.ndarray) -> list[list[str]]:
+        return [list(self.clients.spans(self.ids[i])) for i in indices]
+
+    def metadata(self, indices: np.ndarray) -> list[dict[str, Any]]:
+        return [dict(self.clients.client(self.ids[i]).meta) for i in indices]
+
+    def embedding_rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The span embeddings of the clients ``indices`` stacked in their order, and each row's chunk-local owner."""
+        if self.embeddings is None:
+            raise InputError("this federation was built without span embeddings; pass embeddings= to Federation to "
+                             "give client functions their cached span embeddings")
+        off, vectors = self.embeddings.offsets, self.embeddings.vectors
+        counts = off[indices + 1] - off[indices]
+        owner = np.repeat(np.arange(len(indices)), counts)
+        if len(indices) and np.all(np.diff(indices) == 1):  # consecutive clients: a view, no copy
+            return vectors[off[indices[0]] : off[indices[-1] + 1]], owner
+        starts = np.repeat(off[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        return vectors[starts + np.arange(len(owner))], owner
+
+
+class _Lazy:
+    """Spans and metadata of one chunk's clients, read from the store on first use."""
+
+    def __init__(self, store: ClientStore, indices: np.ndarray) -> None:
+        self._store, self._indices = store, indices
+
+    @cached_property
+    def spans(self) -> list[list[str]]:
+        return self._store.spans(self._indices)
+
+    @cached_property
+    def metadata(self) -> list[dict[str, Any]]:
+        return self._store.metadata(self._indices)
+
+    @cached_property
+    def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._store.embedding_rows(self._indices)
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """One client's own data in one round: its spans, cached span embeddings and metadata."""
+
+    id: str
+    round: int
+    seed: int
+    _lazy: _Lazy = field(repr=False, compare=False)
+    _pos: int = field(repr=False, compare=False)
+
+    @property
+    def spans(self) -> list[str]:
+        return self._lazy.spans[self._pos]
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._lazy.metadata[self._pos]
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """``(n_spans, d)``: this client's cached span embeddings."""
+        vectors, owner = self._lazy.embeddings
+        lo, hi = np.searchsorted(owner, [self._pos, self._pos + 1])
+        return vectors[lo:hi]
+
+    def rng(self) -> np.random.Generator:
+        """This client's own randomness for this round (seeded by federation seed, round and client id)."""
+        return np.random.default_rng(self.seed)
+
+
+@dataclass(frozen=True)
+class ChunkView:
+    """A chunk of clients for a vectorised client function: ``embeddings[k]`` belongs to client ``owner[k]``."""
+
+    ids: tuple[str, ...]
+    round: int
+    seeds: tuple[int, ...]
+    _lazy: _Lazy = field(repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def spans(self) -> list[list[str]]:
+        return self._lazy.spans
+
+    @property
+    def metadata(self) -> list[dict[str, Any]]:
+        return self._lazy.metadata
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """``(n_spans, d)``: the chunk's cached span embeddings, client after client."""
+        return self._lazy.embeddings[0]
+
+    @property
+    def owner(self) -> np.ndarray:
+        """``(n_spans,)``: the chunk-local client (0 … len-1) of each embedding row, non-decreasing."""
+        return self._lazy.embeddings[1]
+
+    def rng(self, i: int) -> np.random.Generator:
+        """Client ``i``'s own randomness for this round."""
+        return np.random.default_rng(self.seeds[i])
+
+    def clients(self) -> list[ClientView]:
+        return [ClientView(cid, self.round, s, self._lazy, i) for i, (cid, s) in enumerate(zip(self.ids, self.seeds))]
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one chunk returns to the federation: the sum of its clipped client vectors and costs, nothing per client."""
+
+    total: Any
+    n_clients: int
+    width: int
+    seconds: float
+    peak_rss_bytes: int
+
+
+def chunk_view(store: ClientStore, indices: np.ndarray, *, round_: int, fed_seed: int) -> ChunkView:
+    ids = tuple(store.ids[i] for i in indices)
+    return ChunkView(ids, round_, tuple(client_seed(fed_seed, round_, c) for c in ids), _Lazy(store, indices))
+
+
+def exact_shortcut(client_fn: Any) -> Callable[[ChunkView, float], Any] | None:
+    """A library client function's exact algebraic ``clipped_sum(chunk, clip)``, if it has one.
+
+    Only functions defined in ``largefedbench`` qualify: the federation trusts them to return exactly the sum of
+    the chunk's clipped rows (each is tested against the general path)."""
+    method = getattr(type(client_fn), "clipped_sum", None)
+    if method is None or not type(client_fn).__module__.startswith("largefedbench."):
+        return None
+    return client_fn.clipped_sum
+
+
+def _rows_clipped_sum(rows: Any, clip: float, n: int) -> tuple[Any, int]:
+    from largefedbench.federation import clip_rows
+
+    if len(rows) != n:
+        raise InputError(f"the batched client function returned {len(rows)} vectors for {n} clients: one per client")
+    shape = tuple(rows.shape[1:])
+    flat = rows.reshape(n, int(np.prod(shape)))
+    return clip_rows(flat, clip).sum(0).reshape(shape), int(np.prod(shape)) if shape else 1
+
+
+def _stack(rows: Sequence[Any]) -> Any:
+    if type(rows[0]).__module__.split(".")[0] == "torch":
+        import torch
+
+        return torch.stack(list(rows))
+    return np.stack([np.asarray(r) for r in rows])
+
+
+def clipped_chunk_sum(store: ClientStore, indices: np.ndarray, *, round_: int, fed_seed: int, client_fn: Callable,
+                      clip: float, batched: bool, shortcut: bool = True) -> ChunkResult:
+    """Run ``client_fn`` on the clients ``indices``, clip each client's vector to L2 ≤ ``clip``, return their sum."""
+    view = chunk_view(store, np.asarray(indices, dtype=np.int64), round_=round_, fed_seed=fed_seed)
+    start = time.perf_counter()
+    fast = exact_shortcut(client_fn) if batched and shortcut else None
+    if fast is not None:
+        total = fast(view, clip)
+        width = int(np.prod(np.shape(total)))
+    elif batched:
+        total, width = _rows_clipped_sum(client_fn(view), clip, len(view))
+    elif len(view):
+        total, width = None, 0
+        for client in view.clients():  # one client's vector at a time; only the running sum is kept
+            part, width = _rows_clipped_sum(_stack([client_fn(client)]), clip, 1)
+            total = part if total is None else total + part
+    else:
+        total, width = None, 0
+    seconds = time.perf_counter() - start
+    return ChunkResult(total, len(view), width, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
