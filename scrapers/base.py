@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -14,11 +15,42 @@ from largefedbench.paths import raw_cache_dir
 from .cache import Checkpoint, RawCache
 from .http import HttpClient, HttpSettings
 
+log = logging.getLogger(__name__)
+
+
+def unencodable_field(record: Record) -> str | None:
+    """The first text field of ``record`` that UTF-8 cannot encode, or None.
+
+    A JSON escape such as ``"\\ud800"`` decodes to a lone surrogate: a Python string, but one that no tokenizer,
+    Parquet or JSON file can store.
+    """
+    for name, value in record.to_dict().items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return name
+    return None
+
+
+def keep_encodable(records: list[Record], rejected: Counter) -> list[Record]:
+    """``records`` without those holding unencodable text, which are counted as ``unencodable_text``."""
+    kept = []
+    for record in records:
+        name = unencodable_field(record)
+        if name is None:
+            kept.append(record)
+            continue
+        log.warning("dropping record %a (%s): its %s is not valid Unicode (a lone surrogate such as \\ud800)",
+                    record.id, record.url, name)
+        rejected["unencodable_text"] += 1
+    return kept
+
 
 class Scraper:
     """Base class of one source's scraper.
 
-    A subclass sets the class attributes and implements :meth:`fetch`, which returns the records of the
+    A subclass sets the class attributes and implements :meth:`fetch_records`, which returns the records of the
     window's fetch range (public period + window) and the rejected records counted by reason. All network
     access goes through ``self.client`` (raw responses cached, retries, rate limit).
     """
@@ -54,10 +86,12 @@ class Scraper:
         **options,
     ) -> "Scraper":
         cache = RawCache(raw_cache_dir(root), cls.source)
-        client = HttpClient(cls.source, cls.base_url(base_url), cache, settings, secrets=cls.secrets())
+        client = HttpClient(cls.source, cls.base_url(base_url), cache, settings, secrets=cls.secrets(),
+                            url_env=cls.url_env)
         return cls(client, refresh=refresh, **options)
 
     def checkpoint(self, name: str) -> Checkpoint:
+        self.client.cache.open()  # checkpoints live in the cache: its lock protects their temp files too
         return Checkpoint(self.client.cache.dir / "checkpoints" / f"{name}.json")
 
     def describe(self) -> dict:
@@ -70,4 +104,14 @@ class Scraper:
         }
 
     def fetch(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+        """The records of the window's fetch range and the rejected ones by reason.
+
+        Records whose text cannot be stored are rejected here, for every source: one bad record must not fail
+        the snapshot (its response stays in the raw cache, so it would fail every later run too).
+        """
+        records, rejected = self.fetch_records(window, progress=progress)
+        return keep_encodable(records, rejected), rejected
+
+    def fetch_records(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+        """What a subclass implements: the records as parsed and cleaned, and the rejected ones by reason."""
         raise NotImplementedError

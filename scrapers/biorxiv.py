@@ -103,7 +103,7 @@ class BiorxivScraper(Scraper):
                 return
 
     # -- records ------------------------------------------------------------------------------------
-    def fetch(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+    def fetch_records(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
         from tqdm.auto import tqdm
 
         rejected: Counter = Counter()

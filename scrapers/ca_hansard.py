@@ -658,7 +658,7 @@ class CaHansardScraper(Scraper):
                 yield number - 1, found
 
     # -- records --------------------------------------------------------------------------------------
-    def fetch(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+    def fetch_records(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
         from tqdm.auto import tqdm
 
         rejected: Counter = Counter()

@@ -361,7 +361,7 @@ class UkHansardScraper(Scraper):
 
     MAX_REDIRECT_HOPS = 26
 
-    def fetch(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+    def fetch_records(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
         from tqdm.auto import tqdm
 
         rejected: Counter = Counter()

@@ -575,7 +575,7 @@ class UsCongressScraper(Scraper):
                 yield entry, chamber
 
     # -- records ------------------------------------------------------------------------------------
-    def fetch(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
+    def fetch_records(self, window: Window, *, progress: bool = True) -> tuple[list[Record], Counter]:
         from tqdm.auto import tqdm
 
         rejected: Counter = Counter()

@@ -1,13 +1,15 @@
 """A local HTTP server on 127.0.0.1 that answers at a real API's paths with recorded data (tests only).
 
 An *app* maps ``(path, query)`` to a :class:`Reply`; scripted faults (429, 5xx, empty bodies, truncated
-bodies, dropped connections) can be queued in front of it. Every request is recorded.
+bodies, bodies cut short mid-transfer, slow bodies, dropped connections) can be queued in front of it. Every
+request is recorded.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -20,6 +22,11 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     drop_connection: bool = False  # close the socket without answering
+    reason: str | None = None  # the reason phrase of the status line (default: the standard one)
+    truncate_at: int | None = None  # close the socket after this many body bytes (Content-Length stays full)
+    send_length: bool = True  # False: no Content-Length, the body ends when the socket closes
+    drip: float = 0.0  # seconds between body pieces of ``drip_bytes`` (a slow server)
+    drip_bytes: int = 64
 
 
 App = Callable[[str, dict[str, str]], Reply]
@@ -50,12 +57,28 @@ class ReplayServer:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                self.send_response(reply.status)
+                self.send_response(reply.status, reply.reason)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(reply.body)))
+                if reply.send_length:
+                    self.send_header("Content-Length", str(len(reply.body)))
                 self.end_headers()
-                self.wfile.write(reply.body)
+                body = reply.body if reply.truncate_at is None else reply.body[: reply.truncate_at]
+                try:
+                    if reply.drip:
+                        for i in range(0, len(body), reply.drip_bytes):
+                            self.wfile.write(body[i : i + reply.drip_bytes])
+                            self.wfile.flush()
+                            time.sleep(reply.drip)
+                    else:
+                        self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first
+                    self.close_connection = True
+                    return
+                if reply.truncate_at is not None:
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)

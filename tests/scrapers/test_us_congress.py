@@ -657,3 +657,52 @@ def test_cleaning_applies_to_every_speech_even_after_mr_speaker():
 def test_malformed_granule_pages_raise_value_error(body, problem):
     with pytest.raises(ValueError, match=re.escape(problem)):
         parse_granule(body)
+
+
+# --- the key: redirects, error messages, the raw cache -------------------------------------------------
+def test_the_key_never_follows_a_redirect_to_another_host():
+    with ReplayServer(recorded_app()) as other, ReplayServer(recorded_app()) as srv:
+        srv.fail_next(htm_path(GRANULES[0]), Reply(302, b"", {"Location": f"{other.url}{htm_path(GRANULES[0])}"}))
+        with pytest.raises(SourceError) as err:
+            scraper(srv.url, []).fetch(WINDOW, progress=False)
+        assert not [h for _, _, h in other.requests if KEY in json.dumps(h)]
+        assert other.requests == []  # not followed at all: without the key the answer would be a 403
+    msg = str(err.value)
+    assert "another host" in msg and other.url in msg and "LFB_GOVINFO_URL" in msg and KEY not in msg
+
+
+def test_a_redirect_on_the_same_host_keeps_the_key():
+    app = recorded_app()
+
+    def moved(path, query):
+        if path.startswith("/v1/"):
+            return Reply(308, b"", {"Location": path[len("/v1") :] + ("?" + urlencode(query) if query else "")})
+        return app(path, query)
+
+    with ReplayServer(moved) as srv:
+        recs, _ = scraper(f"{srv.url}/v1", []).fetch(WINDOW, progress=False)
+        assert {h.get("X-Api-Key") for _, _, h in srv.requests} == {KEY}
+    assert len(recs) == 15
+
+
+def test_a_reason_phrase_that_echoes_the_key_is_not_shown(caplog):
+    reply = Reply(403, b'{"error": {"code": "API_KEY_INVALID"}}', reason=f"Forbidden (api_key={KEY})")
+    with ReplayServer(lambda p, q: reply) as srv:
+        with caplog.at_level(logging.DEBUG), pytest.raises(SourceError) as err:
+            scraper(srv.url, []).fetch(WINDOW, progress=False)
+    assert "HTTP 403" in str(err.value) and "GOVINFO_API_KEY" in str(err.value)
+    assert KEY not in str(err.value) and KEY not in caplog.text
+
+
+def test_the_key_is_never_written_into_the_raw_cache(lfb_home):
+    days = {"CREC-1997-01-27": [], PKG: recorded_day_granules(), "CREC-1997-01-29": []}
+    app = GovinfoApp(days, recorded_pages(), listing_page=1, granule_page=1, echo_key=KEY)  # nextPage has api_key=KEY
+    with ReplayServer(app) as srv:
+        recs, _ = scraper(srv.url).fetch(WINDOW, progress=False)
+        srv.requests.clear()
+        again, _ = scraper(srv.url).fetch(WINDOW, progress=False)  # the redacted cache still resumes
+        assert srv.paths() == []
+    stored = [p for p in lfb_home.rglob("*") if p.is_file()]
+    assert not [p for p in stored if KEY.encode() in p.read_bytes()]
+    assert len([p for p in stored if p.suffix == ".raw"]) == 3 + (1 + 3 + 1) + 3  # listing, granule lists, htm
+    assert len(recs) == len(again) == 15
