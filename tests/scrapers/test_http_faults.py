@@ -222,3 +222,31 @@ def test_a_stalled_body_is_retried_then_reported():
             scraper(srv.url, max_attempts=2, read_timeout=0.3).fetch(WINDOW, progress=False)
         assert len(srv.requests) == 2
     assert "stalled" in str(err.value)
+
+
+def test_a_killed_process_releases_the_cache_and_its_temp_file_is_removed(lfb_home):
+    import subprocess
+    import sys
+
+    cache = lfb_home / "raw" / "biorxiv"
+    leftover = cache / "details/.json.raw.x7w2q.tmp"
+    writer = (  # a run that is killed between writing a temp file and renaming it
+        "import sys, time, pathlib; from largefedbench.scrapers.cache import RawCache; "
+        "c = RawCache(pathlib.Path(sys.argv[1]), 'biorxiv'); c.open(); p = pathlib.Path(sys.argv[2]); "
+        "p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b'half'); print('ready', flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", writer, str(lfb_home / "raw"), str(leftover)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with ReplayServer(BiorxivApp(corpus(1))) as srv:
+            scraper(srv.url).fetch(WINDOW, progress=False)
+            assert leftover.exists()  # the writer is alive: its temp file may still be renamed
+            proc.kill()
+            proc.wait(timeout=10)
+            recs, _ = scraper(srv.url).fetch(WINDOW, progress=False)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not leftover.exists()
+    assert len(recs) == expected_clients(corpus(1))
