@@ -87,13 +87,13 @@ def test_a_redirect_on_the_same_host_is_followed():
 
 
 def test_a_slow_body_is_cut_off_at_the_response_deadline():
-    body = real_page()  # about 50 KB, sent 64 bytes every 20 ms: 15 s without a deadline
+    body = real_page()  # 65 KB, sent 64 bytes every 20 ms: about 20 s without a deadline
     with ReplayServer(lambda p, q: Reply(200, body, drip=0.02)) as srv:
         started = time.monotonic()
         with pytest.raises(SourceError) as err:
             scraper(srv.url, max_attempts=2, read_timeout=5.0, response_deadline=0.5).fetch(WINDOW, progress=False)
         elapsed = time.monotonic() - started
-    assert elapsed < 4.0  # two attempts of about 0.5 s, not 2 x 15 s
+    assert elapsed < 4.0  # two attempts of about 0.5 s, not 2 x 20 s
     assert "0.5 s deadline" in str(err.value) and "LFB_RESPONSE_DEADLINE" in str(err.value)
 
 
