@@ -12,6 +12,8 @@ client indices and returns only that chunk's clipped sum.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,6 +29,9 @@ class LocalExecutor:
     """Chunks one after another in this process."""
 
     name = "local"
+
+    def prepare(self, store: ClientStore) -> None:
+        """Nothing to ship: chunks read the store in this process."""
 
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         for indices in chunks:
@@ -56,7 +61,8 @@ class RayExecutor:
             except ImportError:
                 raise InputError("--executor ray needs Ray: pip install 'largefedbench[ray]'") from None
             if not ray.is_initialized():
-                options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+                options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                           "logging_level": logging.WARNING}
                 if self.address:
                     options["address"] = self.address
                 else:
@@ -75,8 +81,25 @@ class RayExecutor:
             self._stored = (store, self._ray.put(store))  # once per federation: workers read it zero-copy
         return self._stored[1]
 
+    def prepare(self, store: ClientStore) -> None:
+        """Start (or join) the cluster and put ``store`` into the object store now rather than at the first release."""
+        self._start()
+        self._store_ref(store)
+
+    def _ship_by_value(self, client_fn: Any) -> None:
+        """Workers may not be able to import the module a client function lives in (a method file given by path, a
+        test): pickle such modules' functions by value. Installed packages and largefedbench are imported."""
+        for name in {getattr(client_fn, "__module__", None), type(client_fn).__module__}:
+            module = sys.modules.get(name or "")
+            path = str(getattr(module, "__file__", "") or "")
+            if module is None or not path or name == "__main__" or name.split(".")[0] == "largefedbench" \
+                    or "site-packages" in path or "dist-packages" in path:
+                continue
+            self._ray.cloudpickle.register_pickle_by_value(module)
+
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         ray = self._start()
+        self._ship_by_value(task.get("client_fn"))
         store_ref, task_ref = self._store_ref(store), ray.put(task)
         futures = [self._remote.remote(store_ref, indices, task_ref) for indices in chunks]
         for future in futures:  # in chunk order, so the driver adds the sums in the same order as ``local``

@@ -52,6 +52,8 @@ class EvalRequest:
     out: Path = Path("leaderboard")
     root: Path | None = None  # $LFB_HOME override (snapshots, model and reference caches)
     device: str | None = None
+    executor: str = "local"  # where client computations of Federation.private_sum run: local or ray
+    ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     progress: bool = True
     command: str = ""
 
@@ -122,6 +124,9 @@ def prepare(request: EvalRequest) -> Prepared:
         raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
     if len(set(request.seeds)) != len(request.seeds):
         raise InputError(f"--seeds {','.join(map(str, request.seeds))} repeats a seed")
+    from largefedbench.executors import make_executor
+
+    make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
     profile = get_profile(request.profile)
     preset = request.preset or ("tiny" if profile.name == "tiny" else "paper")
     if preset not in ("paper", "tiny"):
@@ -189,14 +194,18 @@ class _Evaluator:
         )
 
     def federation(self, method_cls: type, seed: int):
+        from largefedbench.executors import make_executor
         from largefedbench.federation import Federation, SpanEmbeddings
+
+        if getattr(self, "_executor", None) is None:  # one executor (one Ray cluster) for every seed
+            self._executor = make_executor(self.prep.request.executor, address=self.prep.request.ray_address)
 
         embeddings = None
         if getattr(method_cls, "needs_span_embeddings", False):
             vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             offsets = np.concatenate([[0], np.cumsum(self.prep.fd.train.span_counts())])
             embeddings = SpanEmbeddings(vectors, offsets)
-        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings)
+        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor)
 
     # references, cached per (snapshot, profile models, downstream training, seed)
     def _reference_path(self, name: str, seed: int | None) -> Path:

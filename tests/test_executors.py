@@ -51,3 +51,11 @@ def test_local_and_ray_give_identical_sums_for_the_same_seed(ray_executor):
         np.testing.assert_array_equal(a, b)
     assert fed_local.ledger == fed_ray.ledger
     assert fed_ray.costs.rounds[0]["client_seconds"] > 0
+
+
+def test_bench_scale_gives_the_same_checksum_on_both_executors(ray_executor):
+    from largefedbench.bench.scale import run_scale
+
+    local = run_scale(700, 200, dim=32, seed=3, progress=False)
+    remote = run_scale(700, 200, dim=32, seed=3, executor="ray", progress=False)
+    assert local.checksum == remote.checksum and remote.worker_peak_rss_bytes > 0

@@ -1,0 +1,22 @@
+"""lfb: --executor/--ray-address on eval and bench, and the OMP_WAIT_POLICY default of the entry point."""
+
+from __future__ import annotations
+
+import os
+
+from largefedbench.cli import main
+
+
+def test_eval_rejects_a_ray_address_without_the_ray_executor_before_any_work(tmp_path, capsys):
+    code = main(["eval", "--method", "dp-fedavg", "--seeds", "0", "--out", str(tmp_path), "--ray-address", "auto"])
+    assert code == 2 and "--ray-address is only for --executor ray" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_lfb_sets_a_passive_openmp_wait_policy_unless_the_user_chose_one(monkeypatch, capsys):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert main(["cutoffs", "--json"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert main(["cutoffs", "--json"]) == 0
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
