@@ -290,11 +290,37 @@ def cmd_leaderboard_render(args) -> int:
 
 
 def cmd_leaderboard_reproduce(args) -> int:
+    import time
+
+    from largefedbench.errors import InputError
     from largefedbench.leaderboard.reproduce import Tolerances, reproduce
 
     tol = Tolerances(accuracy=args.accuracy_tolerance)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb reproduce: {msg}", file=sys.stderr))
+    if args.sample is not None:
+        from largefedbench.leaderboard.sample import reproduce_sample
+
+        board = args.entry or Path("leaderboard")
+        if board.is_file():
+            raise InputError(f"--sample draws from a board folder, not one entry: pass the folder (e.g. leaderboard), "
+                             f"not {board}")
+        sampled = reproduce_sample(board, args.sample, seed=args.seed, root=args.root, tolerances=tol,
+                                   max_seconds=args.max_seconds, progress=not args.quiet, log=log)
+        if args.json:
+            _print_json({"seed": sampled.seed, "among": sampled.among, "runs": [
+                {"entry_id": r.entry_id, "ok": r.result.ok if r.result else None, "skipped": r.skipped,
+                 "record": str(r.record) if r.record else None} for r in sampled.runs]})
+        else:
+            print(sampled.format())
+        return 0 if sampled.ok else 1
+    if args.entry is None:
+        raise InputError("give an entry file to reproduce, or --sample K to re-run K random ranked entries of a board")
+    start = time.perf_counter()
     result = reproduce(args.entry, root=args.root, tolerances=tol, out=args.out, progress=not args.quiet, log=log)
+    if args.record:
+        from largefedbench.leaderboard.sample import record_reproduction
+
+        log(f"record: {record_reproduction(result, args.entry, tolerances=tol, seconds=time.perf_counter() - start)}")
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -333,8 +359,18 @@ def _add_leaderboard_parsers(sub) -> None:
     p.set_defaults(func=cmd_leaderboard_render)
     p = bsub.add_parser("reproduce", help="re-run an entry's resolved config and compare the numbers",
                         description="Re-run ENTRY (same method name, snapshot, seeds, budget, profile and config) in a "
-                        "temporary folder and compare every number with its tolerance; exit 1 if any is outside.")
-    p.add_argument("entry", type=Path, help="an entry file under leaderboard/entries/")
+                        "temporary folder and compare every number with its tolerance; exit 1 if any is outside. With "
+                        "--sample K, re-run K randomly drawn ranked entries of the board folder (cheapest first), store "
+                        "ENTRY-ID.reproduced.json beside each and render the board with the marks.")
+    p.add_argument("entry", type=Path, nargs="?", help="an entry file under leaderboard/entries/ (with --sample: the "
+                   "board folder, default ./leaderboard)")
+    p.add_argument("--sample", type=int, metavar="K", help="re-run K random ranked entries of the board and mark it")
+    p.add_argument("--seed", type=int, default=None, help="with --sample: the random draw's seed (default: random, "
+                   "printed and recorded)")
+    p.add_argument("--max-seconds", type=float, default=None, help="with --sample: skip entries whose recorded wall "
+                   "time would pass this many seconds in total")
+    p.add_argument("--record", action="store_true", help="store ENTRY-ID.reproduced.json beside the entry (--sample "
+                   "always does); `lfb leaderboard render` then marks it on the board")
     p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
     p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
     p.add_argument("--accuracy-tolerance", type=float, default=0.005, help="absolute, on accuracies (default 0.005)")

@@ -379,7 +379,7 @@ def build_entry(prep: Prepared, bundle, results: list[dict[str, Any]], refs0: di
                     "accountant": accountant, "target_epsilon": epsilon_json(prep.budget.epsilon),
                     "epsilon_per_seed": [epsilon_json(e) for e in eps], "ledgers": [r["ledger"] for r in results],
                     "n_train_clients": len(fd.train)},
-        "profile": _jsonable(bundle.describe()),
+        "profile": _jsonable(_portable_profile(bundle.describe(), prep.request.root or lfb_home())),
         "metrics": {
             "next_token_accuracy": _accuracy_section([r["test"] for r in results]),
             "validation_top1": _stat([r["validation"]["top1"] for r in results]),
@@ -403,6 +403,27 @@ def build_entry(prep: Prepared, bundle, results: list[dict[str, Any]], refs0: di
     return entry
 
 
+def _portable_profile(info: dict[str, Any], root: Path) -> dict[str, Any]:
+    """The models' description without paths of this machine: the model cache folder as ``$LFB_HOME/…`` (left
+    out when it is not under the LFB home ``root``)."""
+    cache = info.get("cache")
+    if not isinstance(cache, dict) or not cache.get("dir"):
+        return info
+    try:
+        rel = Path(cache["dir"]).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        rel = None
+    portable = {k: v for k, v in cache.items() if k != "dir"}
+    if rel is not None:
+        portable["dir"] = f"$LFB_HOME/{rel}"
+    return {**info, "cache": portable}
+
+
+def _names_a_folder(value: str) -> bool:
+    """Is a command-line value a local path with a folder part (not a name, module or hf:// address)?"""
+    return "://" not in value and ("/" in value or "\\" in value or Path(value).is_absolute())
+
+
 def _method_version(cls: type, source: str) -> str:
     if source == "built-in":
         return __version__
@@ -416,7 +437,11 @@ def _method_version(cls: type, source: str) -> str:
 
 def _command_for(prep: Prepared) -> str:
     r = prep.request
-    parts = ["lfb", "eval", "--method", r.method, "--dataset", r.dataset, "--profile", prep.profile.name,
+    # a published command names no folder of this machine: a file method by its file name, a snapshot by its name
+    file, _, cls = r.method.rpartition(":")
+    method = f"{Path(file).name}:{cls}" if file and _names_a_folder(file) else r.method
+    dataset = prep.fd.manifest["name"] if _names_a_folder(r.dataset) else r.dataset
+    parts = ["lfb", "eval", "--method", method, "--dataset", dataset, "--profile", prep.profile.name,
              "--seeds", ",".join(map(str, r.seeds)), "--preset", prep.preset]
     if prep.method_cls.fixed_epsilon is None:
         parts += ["--epsilon", f"{prep.budget.epsilon:g}", "--delta", f"{prep.budget.delta:g}"]

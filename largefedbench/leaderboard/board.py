@@ -8,6 +8,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS, EntryReport
 from largefedbench.leaderboard.schema import Entry, epsilon_value
@@ -36,6 +37,12 @@ class Row:
     notes: list[str]
     bucket: str = ""
     rank: int | None = None
+    reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
+
+    @property
+    def record_href(self) -> str:
+        """The reproduction record beside the entry, relative to the board folder."""
+        return self.href.removesuffix(".json") + ".reproduced.json"
 
     @property
     def epsilon(self) -> float:
@@ -108,7 +115,8 @@ def build_board(reports: list[EntryReport]) -> Board:
             continue
         e = report.entry
         href = f"entries/{e.dataset.name}/{e.method.name}/{e.entry_id}.json"
-        row = Row(e, report.status, href, [f.message for f in report.notes if f.check == "contamination"])
+        row = Row(e, report.status, href, [f.message for f in report.notes if f.check == "contamination"],
+                  reproduction=report.reproduction)
         row.bucket = bucket_of(row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
                       (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic)

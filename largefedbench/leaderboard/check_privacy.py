@@ -103,7 +103,12 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"claims ε = {_fmt(epsilon_value(p.epsilon))} but the largest ε over the seeds' ledgers "
                              f"is {_fmt(top)} (tolerance {EPSILON_RTOL:g} relative + {EPSILON_ATOL:g})", fix_rerun))
         target = epsilon_value(p.target_epsilon)
-        if top > target * (1 + BUDGET_SLACK) + EPSILON_ATOL:
+        if math.isinf(target) and not math.isinf(top):
+            out.append(error("privacy-budget", "privacy.target_epsilon",
+                             f"is ∞, but the ledgers spend a finite ε = {_fmt(top)}: only the non-private reference "
+                             "(a noiseless release, ε = ∞) runs without a budget",
+                             "Record the finite ε the method was calibrated for (`lfb eval --epsilon`)"))
+        elif top > target * (1 + BUDGET_SLACK) + EPSILON_ATOL:
             out.append(error("privacy-budget", "privacy.target_epsilon",
                              f"the ledgers spend ε = {_fmt(top)}, over the target ε = {_fmt(target)} "
                              f"(+{BUDGET_SLACK:.0%} calibration slack)",

@@ -7,6 +7,7 @@ import datetime as dt
 
 from largefedbench.leaderboard.findings import Finding, error, note
 from largefedbench.leaderboard.schema import Entry, is_safe_id
+from largefedbench.leaderboard.snapshots import known_hashes, known_snapshot
 
 #: ``contamination.cutoff_kind`` of the tiny profile's models, pretrained by LargeFedBench on the public split
 PRETRAINED_ON_PUBLIC_SPLIT = "pretrained on the snapshot's public split"
@@ -60,7 +61,34 @@ def check_dataset(entry: Entry) -> list[Finding]:
         if missing or any(v < 0 for v in counts.values()):
             out.append(error("dataset", f"dataset.{section}", f"needs non-negative train/validation/test counts, got "
                              f"{counts}", _RERUN))
-    return out
+    return out + check_snapshot(entry)
+
+
+def _pretrained_on(entry: Entry) -> set[str]:
+    """Snapshot hashes the profile's models record being pretrained on (the models LargeFedBench trains)."""
+    return {v["snapshot_sha256"] for v in entry.profile.values()
+            if isinstance(v, dict) and isinstance(v.get("snapshot_sha256"), str)}
+
+
+def check_snapshot(entry: Entry) -> list[Finding]:
+    """An unknown snapshot hash is reported as unknown: a known snapshot name with another hash, or a hash no
+    known snapshot has that contradicts the snapshot the profile's models were pretrained on."""
+    d = entry.dataset
+    fix = ("Re-run `lfb eval` on the snapshot as published (the demo: `lfb data demo`); entries are never edited by "
+           "hand. A newly published snapshot is added to largefedbench/leaderboard/snapshots.py")
+    registered = known_hashes(d.snapshot, d.name)
+    if registered and d.content_sha256 not in registered:
+        hashes = ", ".join(h[:12] + "…" for h in registered)
+        return [error("snapshot", "dataset.content_sha256", f"unknown snapshot: {d.content_sha256[:12]}… is not the "
+                      f"content hash of the known snapshot {d.snapshot!r} ({hashes}) nor of any other known snapshot",
+                      fix)]
+    others = _pretrained_on(entry) - {d.content_sha256}
+    if others and known_snapshot(d.content_sha256) is None:
+        names = ", ".join(f"{h[:12]}… ({known_snapshot(h).name if known_snapshot(h) else 'unknown'})"
+                          for h in sorted(others))
+        return [error("snapshot", "dataset.content_sha256", f"unknown snapshot: no known snapshot has content hash "
+                      f"{d.content_sha256[:12]}…, and the profile's models were pretrained on {names}", fix)]
+    return []
 
 
 def check_environment(entry: Entry) -> list[Finding]:
@@ -89,7 +117,7 @@ def check_contamination(entry: Entry) -> list[Finding]:
     if since is None:
         return []  # reported by check_dataset
     if c.cutoff_kind == PRETRAINED_ON_PUBLIC_SPLIT:
-        return _check_own_model(entry, since)
+        return _check_trained_by_profile(entry) or _check_own_model(entry, since)
     out: list[Finding] = []
     own = _month_after(c.model_cutoff) if c.model_cutoff else None
     if c.after_cutoff is True and (own is None or since < own):
@@ -120,12 +148,44 @@ def check_contamination(entry: Entry) -> list[Finding]:
     return out
 
 
+def _check_trained_by_profile(entry: Entry) -> list[Finding]:
+    """The label "pretrained on the snapshot's public split" is only true of a model the entry's profile trains:
+    the profile's model for the role (generator of a synthetic-text method, else downstream) is a TinyGPT2 and is
+    the contamination model, under LargeFedBench's own ``lfb/`` ids."""
+    from largefedbench.errors import InputError
+    from largefedbench.models.profiles import TinyGPT2, get_profile
+
+    c = entry.contamination
+    role = "generator" if entry.method.output == "synthetic text" else "downstream"
+    where, fix = "contamination.cutoff_kind", ("Record the model's real cutoff (re-run `lfb eval`, which takes it from "
+                                               "the cutoff registry); only models LargeFedBench trains carry this label")
+    try:
+        source = getattr(get_profile(entry.config.profile), role)
+    except InputError:
+        return [error("contamination", where, f"says {c.model} was {c.cutoff_kind}, but profile "
+                      f"{entry.config.profile!r} is not a known profile, so the claim cannot be checked", fix)]
+    section = entry.profile.get(role)
+    recorded = section.get("id") if isinstance(section, dict) else None
+    if not isinstance(source, TinyGPT2):
+        model = getattr(source, "id", type(source).__name__)
+        return [error("contamination", where, f"says {c.model} was {c.cutoff_kind}, but profile "
+                      f"{entry.config.profile!r} does not train its {role}: it is {model}, whose knowledge cutoff "
+                      "is checked against the cutoff registry", fix)]
+    if c.model != recorded or not c.model.startswith("lfb/"):
+        return [error("contamination", "contamination.model", f"is {c.model!r}, but the model profile "
+                      f"{entry.config.profile!r} trains as its {role} is recorded as {recorded!r} (LargeFedBench's "
+                      "own models have lfb/ ids)", fix)]
+    return []
+
+
 def _check_own_model(entry: Entry, since: dt.date) -> list[Finding]:
     """The tiny profile's models: the profile must record that they were pretrained on this snapshot."""
     c, d = entry.contamination, entry.dataset
     sections = [v for v in entry.profile.values() if isinstance(v, dict) and v.get("id") == c.model]
     pretrained_on = sections[0].get("snapshot_sha256") if sections else None
     public_since = _day(d.window.public_since) if d.window.public_since else None
+    if pretrained_on != d.content_sha256 and pretrained_on and known_snapshot(d.content_sha256) is None:
+        return []  # an unknown snapshot, reported by check_snapshot
     if pretrained_on != d.content_sha256 or (public_since is not None and public_since >= since):
         return [note("contamination", "profile", f"{c.model} is said to be pretrained on this snapshot's public "
                      f"split, but the profile records it pretrained on {pretrained_on or 'nothing'}, not "

@@ -44,6 +44,15 @@ def _cost(name: str) -> Callable[[Row], float | None]:
     return lambda row: getattr(row.entry.costs, name)
 
 
+def _reproduced(row: Row) -> str:
+    r = row.reproduction
+    if r is None:
+        return "–"
+    tol = r.tolerances
+    return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'} · {r.day} · acc ±{tol.get('accuracy', 0):g}, "
+            f"ε {tol.get('epsilon_relative', 0):g} rel.")
+
+
 def _fid(row: Row) -> float | None:
     return row.entry.metrics.fid.mean if row.entry.metrics.fid is not None else None
 
@@ -80,6 +89,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("rounds", "Rounds", "federated rounds", lambda r: r.entry.costs.rounds, lambda r: str(r.entry.costs.rounds)),
     Column("seeds", "Seeds", "number of seeds (ranking needs at least three)", lambda r: len(r.entry.seeds),
            lambda r: str(len(r.entry.seeds))),
+    Column("reproduced", "Reproduced", "re-run by `lfb leaderboard reproduce`: whether every number landed within "
+           "tolerance, when, and the accuracy and ε tolerances (the record is beside the entry)",
+           lambda r: r.reproduction.reproduced_at if r.reproduction else "", _reproduced, numeric=False),
     Column("entry", "Entry", "the entry file (all numbers, the ledgers, the environment)", lambda r: r.entry.entry_id,
            lambda r: r.entry.entry_id, numeric=False),
 )

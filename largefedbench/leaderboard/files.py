@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from typing import Any
 ENTRIES = "entries"
 #: an entry larger than this is refused unread (the biggest real entries, with long histories, are ~1 MB)
 MAX_ENTRY_BYTES = 16 * 2**20
+#: ``<entry-id>.reproduced.json`` beside an entry is its reproduction record (see reproduced.py), not an entry
+RECORD_SUFFIX = ".reproduced.json"
+#: JSON nested deeper than this is refused unparsed (real entries nest about 6 deep; parsers and validators recurse)
+MAX_NESTING = 64
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class UnsafePathError(Exception):
@@ -65,7 +72,10 @@ def find_entry_files(paths: list[Path]) -> tuple[list[EntryFile], list[tuple[Pat
     found: list[EntryFile] = []
     refused: list[tuple[Path, str]] = []
     for given in paths:
-        if given.is_file() or (given.is_symlink() and not given.is_dir()):
+        if given.name.endswith(RECORD_SUFFIX) and given.is_file():  # checked with its entry
+            if not given.with_name(given.name.removesuffix(RECORD_SUFFIX) + ".json").exists():
+                refused.append((given, "a reproduction record without its entry beside it"))
+        elif given.is_file() or (given.is_symlink() and not given.is_dir()):
             found.append(EntryFile(given, board_of(given)))
         elif given.is_dir():
             files, bad = _walk(given)
@@ -86,7 +96,10 @@ def _walk(folder: Path) -> tuple[list[EntryFile], list[tuple[Path, str]]]:
                 refused.append((base / d, "a symlinked folder; entries are read from real folders only"))
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (base / d).is_symlink())
         for name in sorted(names):
-            if name.endswith(".json") and not name.startswith("."):
+            if name.endswith(RECORD_SUFFIX) and not name.startswith("."):
+                if not (base / (name.removesuffix(RECORD_SUFFIX) + ".json")).exists():
+                    refused.append((base / name, "a reproduction record without its entry beside it"))
+            elif name.endswith(".json") and not name.startswith("."):
                 files.append(EntryFile(base / name, board_of(base / name)))
     return files, refused
 
@@ -106,7 +119,21 @@ def read_entry_json(item: EntryFile) -> Any:
     size = item.path.stat().st_size
     if size > MAX_ENTRY_BYTES:
         raise UnsafePathError(f"{item.path} is {size / 2**20:.1f} MB, over the {MAX_ENTRY_BYTES // 2**20} MB limit")
-    return json.loads(item.path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
+    text = item.path.read_text(encoding="utf-8")
+    check_nesting(text)
+    return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+
+
+def check_nesting(text: str, limit: int = MAX_NESTING) -> None:
+    """Raise ``ValueError`` if the JSON ``text`` nests arrays/objects deeper than ``limit`` (checked without parsing,
+    so a hostile file cannot exhaust the parser's or the validator's recursion)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                raise ValueError(f"nested deeper than {limit} levels of arrays/objects (entries nest about 6 deep)")
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

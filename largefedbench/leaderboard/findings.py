@@ -48,6 +48,7 @@ class EntryReport:
     board: Path | None
     entry: Any = None
     findings: list[Finding] = field(default_factory=list)
+    reproduction: Any = None  # the valid :class:`~.reproduced.ReproductionRecord` beside the entry, if any
 
     @property
     def errors(self) -> list[Finding]:
@@ -78,4 +79,7 @@ class EntryReport:
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "status": self.status,
                 "entry_id": getattr(self.entry, "entry_id", None),
-                "findings": [f.to_dict() for f in self.findings]}
+                "findings": [f.to_dict() for f in self.findings],
+                "reproduced": None if self.reproduction is None else {
+                    "ok": self.reproduction.ok, "at": self.reproduction.reproduced_at,
+                    "tolerances": self.reproduction.tolerances}}

@@ -113,6 +113,8 @@ def _cell(column: Column, row: Row) -> str:
         plots = "".join(f' · <a href="{escape(folder)}/{escape(name)}">{escape(k)}</a>'
                         for k, name in sorted(row.entry.artifacts.items()))
         body = f'<a href="{escape(row.href)}" title="{escape(row.entry.entry_id)}">json</a>{plots}'
+    elif column.key == "reproduced" and row.reproduction is not None:
+        body = f'<a href="{escape(row.record_href)}">{escape(column.text(row))}</a>'
     elif column.key == "method":
         body = (f'<span title="{escape(row.entry.method.paper)}">{escape(row.entry.method.name)}</span> '
                 f'<span class="muted">{escape(row.entry.method.version)}</span>')

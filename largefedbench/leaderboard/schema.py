@@ -20,10 +20,10 @@ SUPPORTED_VERSIONS = (1, 2)
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
 _ID = re.compile(ID_PATTERN)
 
-Epsilon = float | Literal["inf"]
 Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Epsilon = NonNegative | Literal["inf"]  # never NaN or negative; ∞ only as the string "inf"
 
 
 def epsilon_value(eps: Epsilon) -> float:

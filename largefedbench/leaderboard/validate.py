@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from largefedbench.leaderboard.check_counts import check_counts
 from largefedbench.leaderboard.check_metrics import check_metrics
+from largefedbench.leaderboard.check_paths import check_paths
 from largefedbench.leaderboard.check_privacy import check_privacy
 from largefedbench.leaderboard.check_provenance import (
     check_contamination,
@@ -38,6 +40,7 @@ from largefedbench.leaderboard.findings import (
     error,
     note,
 )
+from largefedbench.leaderboard.reproduced import check_record
 from largefedbench.leaderboard.schema import Entry, migrate
 
 __all__ = ["format_reports", "reports_json", "validate_entry_file", "validate_paths"]
@@ -45,15 +48,22 @@ __all__ = ["format_reports", "reports_json", "validate_entry_file", "validate_pa
 #: an artifact is a PNG file beside its entry, named with the safe characters only
 ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,250}\.png$")
 _RERUN = "Re-run `lfb eval`, which writes a complete entry"
+_EPSILON_BRANCHES = ("constrained-float", "literal['inf']")
 
 
 def _schema_findings(exc: Any) -> list[Finding]:
     """Readable findings from a pydantic ``ValidationError``: the field path, the problem, the fix."""
-    out = []
+    out, epsilons = [], set()
     for err in exc.errors():
         loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in err["loc"]).replace(".[", "[")
         kind, section = err["type"], str(err["loc"][0]) if err["loc"] else ""
-        if kind == "extra_forbidden":
+        if section == "privacy" and err["loc"][-1] in _EPSILON_BRANCHES:
+            loc = loc.rsplit(".", 1)[0]  # one finding per ε field, not one per branch of `number | "inf"`
+            if loc not in epsilons:
+                epsilons.add(loc)
+                out.append(error("privacy-range", loc, f"ε must be a finite number ≥ 0, or the string \"inf\" for "
+                                 f"the non-private reference; got {err.get('input')!r}", _RERUN))
+        elif kind == "extra_forbidden":
             out.append(error("schema", loc, "unknown field: schema version 2 has no such field",
                              "Remove it; entries carry only the fields `lfb eval` writes (extra='forbid')"))
         elif kind == "missing":
@@ -111,7 +121,7 @@ def validate_entry_file(item: EntryFile) -> EntryReport:
         report.findings.append(error("file", "path", f"refused, not read: {exc}",
                                      "Commit entries as regular files inside leaderboard/entries"))
         return report
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         report.findings.append(error("json", "file", f"not readable JSON: {exc}", _RERUN))
         return report
     from largefedbench.errors import InputError
@@ -135,8 +145,11 @@ def validate_entry_file(item: EntryFile) -> EntryReport:
     if not ids:
         report.findings.extend(_check_location(item, entry))
     report.findings.extend(_check_artifacts(item, entry))
-    for check in (check_dataset, check_environment, check_privacy, check_metrics, check_contamination):
+    report.findings.extend(check_paths(data))
+    for check in (check_dataset, check_environment, check_privacy, check_metrics, check_counts, check_contamination):
         report.findings.extend(check(entry))
+    report.reproduction, problems = check_record(item, entry)
+    report.findings.extend(problems)
     if report.valid and len(entry.seeds) < MIN_RANKED_SEEDS:
         report.findings.append(note("seeds", "seeds", f"{len(entry.seeds)} seed(s); ranking needs at least "
                                     f"{MIN_RANKED_SEEDS}", "Run `lfb eval --seeds 0,1,2`; until then the entry is "

@@ -135,5 +135,7 @@ def as_reference(data: dict[str, Any], kind: str) -> dict[str, Any]:
                         client_seconds_per_client_per_round=None, server_seconds_per_round=None)
     out["artifacts"] = {}
     out["history"] = [[] for _ in range(n)]
+    out["config"]["method"] = {}  # the references have no settings and train the downstream model
+    out["contamination"]["model"] = out["profile"]["downstream"]["id"]
     out["entry_id"] = f"{kind}--{out['dataset']['snapshot']}--{out['config']['profile']}--reference"
     return recompute(out)

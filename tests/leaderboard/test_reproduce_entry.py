@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 
 from largefedbench.cli import main
 from largefedbench.errors import InputError
-from largefedbench.leaderboard.reproduce import reproduce
+from largefedbench.leaderboard.render import render_board
+from largefedbench.leaderboard.reproduce import Tolerances, reproduce
+from largefedbench.leaderboard.reproduced import record_path
+from largefedbench.leaderboard.sample import record_reproduction
+from largefedbench.leaderboard.validate import format_reports, validate_paths
 
 from .entry_variants import save, shift_accuracy
 
 
-def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin):
+def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, tmp_path):
     _fd, _bundle, root = tiny
     result = reproduce(produced.path, root=root)
     assert result.ok, result.format()
     names = {c.metric for c in result.comparisons}
     assert {"ε, seed 0", "next_token_accuracy.top1, seed 0", "gap_closed, seed 0", "fid, seed 0"} <= names
     assert all(c.difference == 0 for c in result.comparisons), result.format()  # same machine, same software
+    # the real re-run recorded beside a byte-identical copy of the entry marks the board (issue 14, item 17)
+    board = tmp_path / "board"
+    copy = save(board, produced.entry, artifacts_from=produced.path.parent)
+    copy.write_bytes(produced.path.read_bytes())
+    record = record_reproduction(result, copy, tolerances=Tolerances(), seconds=1.0)
+    (report,) = validate_paths([board / "entries"])
+    assert report.valid and report.reproduction is not None and report.reproduction.ok, format_reports([report])
+    assert json.loads(record.read_text())["comparisons"][0]["metric"] == "ε, seed 0"
+    render_board(board)
+    assert f"[yes · {report.reproduction.day} · acc ±0.005" in (board / "README.md").read_text()
 
 
 def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, tiny, tmp_path, capsys, example_plugin):
@@ -30,13 +45,17 @@ def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, 
                     artifacts_from=produced.path.parent)
     scratch = tmp_path / "scratch"
     shutil.copytree(produced.path.parents[3] / ".runs", scratch / ".runs")
-    code = main(["leaderboard", "reproduce", str(doctored), "--root", str(root), "--out", str(scratch), "--quiet"])
+    code = main(["leaderboard", "reproduce", str(doctored), "--root", str(root), "--out", str(scratch), "--quiet",
+                 "--record"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert "NOT reproduced" in out and "next_token_accuracy.top1, seed 0" in out and "<- OUTSIDE" in out
     assert "-2.00e-02" in out
     ok = [line for line in out.splitlines() if line.startswith("ε, seed 0")]
     assert ok and "OUTSIDE" not in ok[0], "ε itself still matches"
+    (report,) = validate_paths([tmp_path / "doctored" / "entries"])
+    assert report.reproduction is not None and not report.reproduction.ok, format_reports([report])
+    assert record_path(doctored).is_file()
 
 
 def test_an_invalid_entry_is_not_reproduced(produced, tmp_path):

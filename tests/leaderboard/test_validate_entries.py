@@ -48,6 +48,13 @@ def test_the_produced_entry_is_valid_and_unranked_with_one_seed(produced):
     assert produced.entry["artifacts"], "the example method reports σ by round, so the entry has a plot"
 
 
+def test_the_produced_entry_names_no_path_of_this_machine(produced):
+    from largefedbench.leaderboard.check_paths import local_paths
+
+    assert local_paths(produced.entry) == []
+    assert produced.entry["profile"]["cache"]["dir"].startswith("$LFB_HOME/models/tiny/")
+
+
 def test_three_seeds_are_ranked_and_the_references_are_valid(entry, produced, tmp_path):
     ranked = relabel(with_seeds(entry, [0, 1, 2]), entry_id="ranked-three-seeds")
     paths = [save(tmp_path, ranked, artifacts_from=produced.path.parent),

@@ -1,0 +1,31 @@
+"""Snapshots the leaderboard knows by content hash, so validation can tell a known snapshot from an edited or
+unknown hash without the data. A snapshot is added when it is published (e.g. to the hub); the demo is built
+deterministically by `lfb data demo`, and tests check that its hash here is the one the build gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownSnapshot:
+    name: str  # the snapshot id entries record as dataset.snapshot
+    dataset: str
+    content_sha256: str
+    source: str  # where to get it
+
+
+KNOWN_SNAPSHOTS: tuple[KnownSnapshot, ...] = (
+    KnownSnapshot("demo", "demo", "819a9ec8e51eaef0c7caca79d72db68d670b6a5a8eeda55078e82fe0859a4c2d",
+                  "`lfb data demo` (synthetic, built offline and deterministically; lfb 0.1.0)"),
+)
+
+
+def known_snapshot(content_sha256: str) -> KnownSnapshot | None:
+    """The known snapshot with this content hash, or None."""
+    return next((s for s in KNOWN_SNAPSHOTS if s.content_sha256 == content_sha256), None)
+
+
+def known_hashes(name: str, dataset: str) -> list[str]:
+    """Content hashes of the known snapshots called ``name`` of ``dataset`` (empty if the name is not known)."""
+    return [s.content_sha256 for s in KNOWN_SNAPSHOTS if s.name == name and s.dataset == dataset]

@@ -1,0 +1,150 @@
+"""`lfb leaderboard reproduce --sample K` (issue 14, item 17): K ranked entries drawn at random with a recorded seed,
+re-run cheapest first, a reproduction record beside each, the board marked. The runner is replaced here (the
+selection, records and marks are what is tested); test_reproduce_entry.py records one real tiny re-run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from largefedbench.cli import main
+from largefedbench.leaderboard import sample
+from largefedbench.leaderboard.render import render_board
+from largefedbench.leaderboard.reproduce import Comparison, ReproduceResult, Tolerances
+from largefedbench.leaderboard.reproduced import record_path
+from largefedbench.leaderboard.sample import draw, reproduce_sample
+from largefedbench.leaderboard.validate import format_reports, validate_paths
+
+from .entry_variants import entry_path, relabel, with_seeds
+
+REPO = Path(__file__).resolve().parents[2]
+FEDAVG = next((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*--eps1--*[0-9a-f].json"))
+WALL = [500.0, 20.0, 300.0, 40.0, 10.0, 200.0]
+
+
+def _save(board: Path, data: dict) -> Path:
+    path = entry_path(board, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False))
+    for name in data["artifacts"].values():
+        shutil.copyfile(FEDAVG.parent / name, path.parent / name)
+    return path
+
+
+@pytest.fixture()
+def board(tmp_path) -> Path:
+    """Six ranked copies of the committed DP-FedAvg entry with different recorded wall times, and one unranked."""
+    folder = tmp_path / "board"
+    base = json.loads(FEDAVG.read_text())
+    for i, wall in enumerate(WALL):
+        data = relabel(base, entry_id=f"dp-fedavg--demo--tiny--eps1--copy{i}")
+        data["costs"]["wall_seconds"] = wall
+        _save(folder, data)
+    _save(folder, relabel(with_seeds(base, [0]), entry_id="dp-fedavg--demo--tiny--eps1--one-seed"))
+    render_board(folder)
+    return folder
+
+
+class FakeRunner:
+    """Stands in for `reproduce`: every number reproduced, or the top-1 of seed 0 off by ``off``."""
+
+    def __init__(self, off: float = 0.0) -> None:
+        self.calls: list[str] = []
+        self.off = off
+
+    def __call__(self, path: Path, **kwargs) -> ReproduceResult:
+        entry = json.loads(Path(path).read_text())
+        self.calls.append(entry["entry_id"])
+        top1 = entry["metrics"]["next_token_accuracy"]["top1"]["per_seed"][0]
+        again = top1 + self.off
+        return ReproduceResult(entry["entry_id"], [
+            Comparison("ε, seed 0", entry["privacy"]["epsilon_per_seed"][0], entry["privacy"]["epsilon_per_seed"][0],
+                       "1e-3 relative", True),
+            Comparison("next_token_accuracy.top1, seed 0", top1, again, "±0.005", abs(again - top1) <= 0.005)])
+
+
+def _wall(board: Path, entry_id: str) -> float:
+    return json.loads(next(board.rglob(f"{entry_id}.json")).read_text())["costs"]["wall_seconds"]
+
+
+def test_k_ranked_entries_are_drawn_with_the_seed_and_run_cheapest_first(board):
+    runner = FakeRunner()
+    result = reproduce_sample(board, 3, seed=7, runner=runner)
+    assert len(runner.calls) == 3 and result.ok and result.among == len(WALL)
+    assert "one-seed" not in " ".join(runner.calls), "only ranked entries are drawn"
+    walls = [_wall(board, e) for e in runner.calls]
+    assert walls == sorted(walls), "cheapest first"
+    again = FakeRunner()
+    reproduce_sample(board, 3, seed=7, runner=again, render=False)
+    assert again.calls == runner.calls, "the same seed draws the same entries"
+    reports = validate_paths([board / "entries"])
+    drawn = {d.entry.entry_id for d in draw(reports, 3, 7)}
+    assert drawn == set(runner.calls)
+    # uniform, not only the cheap ones: over seeds every ranked entry gets drawn
+    seen = {r.entry.entry_id for s in range(40) for r in draw(reports, 2, s)}
+    assert len(seen) == len(WALL)
+
+
+def test_the_records_mark_the_board_with_what_when_and_tolerance(board):
+    result = reproduce_sample(board, 2, seed=1, runner=FakeRunner(), tolerances=Tolerances(accuracy=0.004))
+    reports = {r.entry.entry_id: r for r in validate_paths([board / "entries"])}
+    assert all(r.valid for r in reports.values()), format_reports(list(reports.values()))
+    marked = {e for e, r in reports.items() if r.reproduction is not None}
+    assert marked == {run.entry_id for run in result.runs}
+    record = json.loads(record_path(result.runs[0].path).read_text())
+    assert record["ok"] is True and record["selection"] == {"sample": 2, "among": len(WALL), "seed": 1}
+    assert record["tolerances"]["accuracy"] == 0.004 and record["reproduced_at"].endswith("Z")
+    md = (board / "README.md").read_text()
+    row = next(line for line in md.splitlines() if f"`{result.runs[0].entry_id}`" in line)
+    assert f"[yes · {record['reproduced_at'][:10]} · acc ±0.004, ε 0.001 rel.]" in row
+    assert f"{result.runs[0].entry_id}.reproduced.json)" in row
+    assert "2 entries were re-run by `lfb leaderboard reproduce` (2 within tolerance" in md
+    assert render_board(board, check=True).stale == [], "the board was rendered with the marks"
+
+
+def test_a_failed_reproduction_is_marked_and_exits_non_zero(board, monkeypatch, capsys):
+    monkeypatch.setattr(sample, "reproduce", FakeRunner(off=0.02))
+    code = main(["leaderboard", "reproduce", "--sample", "1", "--seed", "3", str(board), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1 and "NOT reproduced (1 numbers outside)" in out and "random seed 3" in out
+    md = (board / "README.md").read_text()
+    assert "NO (1 outside)" in md and "(0 within tolerance" in md
+
+
+def test_a_time_limit_skips_the_expensive_draws(board):
+    runner = FakeRunner()
+    result = reproduce_sample(board, len(WALL), seed=0, runner=runner, max_seconds=100)
+    assert sorted(_wall(board, e) for e in runner.calls) == [10.0, 20.0, 40.0]
+    assert [r.entry_id for r in result.runs if r.skipped and "limit" in r.skipped] and not result.ok
+
+
+def test_a_stale_or_forged_record_is_not_shown(board):
+    result = reproduce_sample(board, 2, seed=5, runner=FakeRunner(), render=False)
+    stale, forged = (r.path for r in result.runs)
+    data = json.loads(stale.read_text())
+    data["costs"]["peak_memory_mb"] += 1  # the entry changes after it was reproduced
+    stale.write_text(json.dumps(data, indent=2, ensure_ascii=False))
+    record = json.loads(record_path(forged).read_text())
+    record["comparisons"][1]["ok"] = False  # a number outside tolerance, but the record still says ok
+    record_path(forged).write_text(json.dumps(record))
+    reports = {r.path: r for r in validate_paths([board / "entries"])}
+    assert reports[stale].valid and reports[stale].reproduction is None
+    assert any("stale" in f.message for f in reports[stale].notes)
+    assert not reports[forged].valid
+    assert any(f.check == "reproduction" and "outside their tolerance" in f.message for f in reports[forged].errors)
+
+
+def test_an_orphan_record_is_refused_and_bad_arguments_are_clear(board, capsys):
+    orphan = board / "entries" / "demo" / "dp-fedavg" / "gone.reproduced.json"
+    orphan.write_text("{}")
+    reports = validate_paths([board / "entries"])
+    assert any(r.path == orphan and "without its entry" in r.errors[0].message for r in reports)
+    assert main(["leaderboard", "reproduce", "--sample", "0", str(board)]) == 2
+    assert "at least 1" in capsys.readouterr().err
+    assert main(["leaderboard", "reproduce", "--sample", "1", str(FEDAVG)]) == 2
+    assert "not one entry" in capsys.readouterr().err
+    assert main(["leaderboard", "reproduce"]) == 2
+    assert "--sample K" in capsys.readouterr().err
