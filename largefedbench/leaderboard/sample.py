@@ -112,6 +112,9 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, root: Path
         except LfbError as exc:
             run.skipped = f"the re-run could not be made: {exc}"
             continue
+        except Exception as exc:  # noqa: BLE001 - a method that crashes on re-run is reported, the others still run
+            run.skipped = f"the re-run failed: {type(exc).__name__}: {exc}"
+            continue
         run.seconds = time.perf_counter() - t0
         run.record = record_reproduction(run.result, report.path, tolerances=tolerances, seconds=run.seconds,
                                          selection={"sample": k, "among": result.among, "seed": seed})

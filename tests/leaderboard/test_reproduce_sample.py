@@ -114,6 +114,26 @@ def test_a_failed_reproduction_is_marked_and_exits_non_zero(board, monkeypatch, 
     assert "NO (1 outside)" in md and "(0 within tolerance" in md
 
 
+def test_a_re_run_that_cannot_start_or_crashes_is_reported_and_the_others_run(board):
+    from largefedbench.errors import SnapshotError
+
+    ok = FakeRunner()
+
+    def runner(path, **kwargs):
+        if not ok.calls:
+            ok.calls.append("first")
+            raise SnapshotError("the snapshot with this content hash is not here")
+        if len(ok.calls) == 1:
+            ok.calls.append("second")
+            raise RuntimeError("a method bug")
+        return ok(path, **kwargs)
+
+    result = reproduce_sample(board, 3, seed=2, runner=runner)
+    skipped = [r.skipped for r in result.runs]
+    assert "could not be made: the snapshot" in skipped[0] and "RuntimeError: a method bug" in skipped[1]
+    assert result.runs[2].record is not None and not result.ok
+
+
 def test_a_time_limit_skips_the_expensive_draws(board):
     runner = FakeRunner()
     result = reproduce_sample(board, len(WALL), seed=0, runner=runner, max_seconds=100)
