@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,8 @@ ENTRIES = "entries"
 MAX_ENTRY_BYTES = 16 * 2**20
 #: ``<entry-id>.reproduced.json`` beside an entry is its reproduction record (see reproduced.py), not an entry
 RECORD_SUFFIX = ".reproduced.json"
-#: JSON nested deeper than this is refused unparsed (real entries nest about 6 deep; parsers and validators recurse)
+#: JSON nested deeper than this is refused (real entries nest about 6 deep; the checks and pydantic recurse)
 MAX_NESTING = 64
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class UnsafePathError(Exception):
@@ -119,21 +116,25 @@ def read_entry_json(item: EntryFile) -> Any:
     size = item.path.stat().st_size
     if size > MAX_ENTRY_BYTES:
         raise UnsafePathError(f"{item.path} is {size / 2**20:.1f} MB, over the {MAX_ENTRY_BYTES // 2**20} MB limit")
-    text = item.path.read_text(encoding="utf-8")
-    check_nesting(text)
-    return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    too_deep = ValueError(f"nested deeper than {MAX_NESTING} levels of arrays/objects (entries nest about 6 deep)")
+    try:
+        data = json.loads(item.path.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:  # the parser gave up on the nesting
+        raise too_deep from None
+    if nesting_depth(data) > MAX_NESTING:
+        raise too_deep
+    return data
 
 
-def check_nesting(text: str, limit: int = MAX_NESTING) -> None:
-    """Raise ``ValueError`` if the JSON ``text`` nests arrays/objects deeper than ``limit`` (checked without parsing,
-    so a hostile file cannot exhaust the parser's or the validator's recursion)."""
-    depth = deepest = 0
-    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > deepest:
-            deepest = depth
-            if deepest > limit:
-                raise ValueError(f"nested deeper than {limit} levels of arrays/objects (entries nest about 6 deep)")
+def nesting_depth(obj: Any) -> int:
+    """How deep arrays/objects nest in parsed JSON (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -179,15 +179,17 @@ def test_a_deeply_nested_file_is_rejected_and_the_others_are_read(tmp_path):
     bomb = good.parent / "nested.json"
     bomb.write_text("[" * 100_000 + "]" * 100_000)
     assert bomb.stat().st_size == 200_000
+    (good.parent / "nested-500.json").write_text("[" * 500 + "]" * 500)  # parses, but deeper than any entry
     strings = good.parent / "brackets-in-strings.json"
     strings.write_text(json.dumps({"text": "[" * 5000}))  # brackets inside strings are not nesting
     reports = {r.path.name: r for r in validate_paths([board / "entries"])}
     assert reports[good.name].status == "ranked"
-    (hit,) = reports["nested.json"].errors
-    assert hit.check == "json" and f"nested deeper than {MAX_NESTING} levels" in hit.message
+    for name in ("nested.json", "nested-500.json"):
+        (hit,) = reports[name].errors
+        assert hit.check == "json" and f"nested deeper than {MAX_NESTING} levels" in hit.message
     assert all(f.check != "json" for f in reports["brackets-in-strings.json"].errors)
     result = render_board(board)
-    assert len(result.invalid) == 2 and result.board.count("ranked") == 1
+    assert len(result.invalid) == 3 and result.board.count("ranked") == 1
     assert good.stem in (board / "README.md").read_text()
 
 
