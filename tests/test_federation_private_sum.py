@@ -205,3 +205,20 @@ def test_popri_shortcut_equals_the_general_streamed_path(normalization, clip):
     assert shortcut.shape == general.shape == (500,)
     np.testing.assert_allclose(shortcut, general, atol=1e-5 * max(1.0, float(np.abs(general).max())))
     assert np.abs(general).max() > 0
+
+
+def test_private_sum_reads_client_data_under_the_smoke_guard(split):
+    """`lfb smoke` watches the private split: the federation and its client views may read it, method code may not."""
+    from largefedbench.errors import MethodError
+    from largefedbench.leaderboard.guards import watched_private
+
+    clients, emb = split
+    violations: list[str] = []
+    fed = Federation(watched_private(clients, "fed._clients", violations),
+                     embeddings=watched_private(emb, "fed._embeddings", violations))
+    out = fed.private_sum(fed.everyone(), lambda v: np.array([len(v.spans), len(v.embeddings), len(v.metadata)]),
+                          clip=1e6, mechanism=NoNoise())
+    assert not violations and out[0] == out[1] == len(emb.vectors)
+    with pytest.raises(MethodError, match="through the Federation"):
+        fed._clients.ids  # noqa: B018
+    assert len(violations) == 1

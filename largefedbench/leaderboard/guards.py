@@ -12,14 +12,16 @@ from typing import Any
 
 from largefedbench.errors import MethodError
 
-#: the only module allowed to read the private train clients
+#: the federation module, which reads the private train clients …
 FEDERATION_MODULE = "largefedbench.federation"
+#: … and the modules allowed to: the federation and its client views (``Federation.private_sum``'s chunks)
+PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views")
 #: splits a method may never read from the snapshot it is given (train: only through the federation)
 HIDDEN_SPLITS = ("train", "test")
 
 
 class _Watched:
-    """A proxy that records (and refuses) every access from outside :data:`FEDERATION_MODULE`."""
+    """A proxy that records (and refuses) every access from outside :data:`PRIVATE_READERS`."""
 
     def __init__(self, target: Any, what: str, violations: list[str]) -> None:
         object.__setattr__(self, "_target", target)
@@ -28,9 +30,10 @@ class _Watched:
 
     def _guard(self, name: str, depth: int = 2) -> None:
         caller = sys._getframe(depth).f_globals.get("__name__", "?")
-        if caller != FEDERATION_MODULE:
+        if caller not in PRIVATE_READERS:
             message = (f"{caller} read {self._what}.{name} directly; private client data must be reached only "
-                       f"through the Federation (sample, map, map_embeddings, client_metadata, noisy_sum)")
+                       f"through the Federation (private_sum, or sample, map, map_embeddings, client_metadata, "
+                       f"noisy_sum)")
             self._violations.append(message)
             raise MethodError(message)
 
