@@ -59,3 +59,15 @@ def test_bench_scale_gives_the_same_checksum_on_both_executors(ray_executor):
     local = run_scale(700, 200, dim=32, seed=3, progress=False)
     remote = run_scale(700, 200, dim=32, seed=3, executor="ray", progress=False)
     assert local.checksum == remote.checksum and remote.worker_peak_rss_bytes > 0
+
+
+def test_on_ray_every_contribution_is_clipped_and_each_release_is_one_event_of_the_cohorts_sampling(ray_executor):
+    from largefedbench.privacy import GaussianEvent, PoissonGaussianEvent
+
+    clients, emb = small_split(30, seed=6)
+    fed = Federation(clients, embeddings=emb, executor=ray_executor)
+    out = fed.private_sum(fed.everyone(), big_vector, clip=0.25, mechanism=NoNoise(), chunk_clients=4)
+    assert np.linalg.norm(out) <= 0.25 * 30 * (1 + 1e-9)
+    fed.private_sum(fed.sample(0.5), big_vector, clip=1.0, mechanism=Gaussian(2.0), chunk_clients=4)
+    fed.private_sum(fed.epoch(10)[0].start(), big_vector, clip=1.0, mechanism=Gaussian(2.0), chunk_clients=4)
+    assert fed.ledger.events == (GaussianEvent(0.0), PoissonGaussianEvent(2.0, 0.5), GaussianEvent(2.0))
