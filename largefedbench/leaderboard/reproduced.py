@@ -134,7 +134,7 @@ def check_record(item: EntryFile, entry: Any) -> tuple[ReproductionRecord | None
         loc = ".".join(str(p) for p in first["loc"])
         return None, [error("reproduction", where, f"{path.name} is not a reproduction record ({loc}: {first['msg']})",
                             _FIX)]
-    out = [f for f in check_paths(data)]
+    out = list(check_paths(data))
     if record.entry_id != entry.entry_id:
         out.append(error("reproduction", where, f"{path.name} is the record of {record.entry_id!r}, not of this entry",
                          _FIX))
