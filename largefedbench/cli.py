@@ -257,6 +257,41 @@ def cmd_bench_scale(args) -> int:
     return 0
 
 
+# --- audit (issue 12: canary clients, an empirical epsilon lower bound beside the claimed one) ------------------
+def cmd_audit(args) -> int:
+    from largefedbench.audit.run import Audit
+    from largefedbench.harness import EvalRequest, run_eval
+
+    audit = Audit(canaries=args.canaries, confidence=args.confidence, inclusion_seed=args.inclusion_seed,
+                  progress=not args.quiet)
+    results = []
+    for eps in args.epsilon or [None]:
+        request = EvalRequest(
+            method=args.method, dataset=args.dataset or "demo", epsilon=eps, delta=args.delta,
+            profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
+            preset=args.preset, out=args.out, root=args.root, device=args.device, progress=not args.quiet,
+        )
+        result = run_eval(request, log=lambda msg: print(f"lfb audit: {msg}", file=sys.stderr), audit=audit)
+        results.append(result)
+    if args.json:
+        _print_json([r.entry for r in results] if len(results) > 1 else results[0].entry)
+        return 0
+    for result in results:
+        e, a = result.entry, result.entry["audit"]
+        claimed = e["privacy"]["epsilon"]
+        flag = "  ** EXCEEDS THE CLAIMED EPSILON **" if claimed != "inf" and a["epsilon_lower_bound"] > claimed else ""
+        shot = a.get("one_shot_epsilon")
+        shot_text = "" if shot is None else f"; one-shot estimate {shot if shot == 'inf' else f'{shot:.3g}'}"
+        print(f"method {e['method']['name']}: claimed ε = {claimed if claimed == 'inf' else f'{claimed:.4g}'} "
+              f"(δ = {e['privacy']['delta']:g}); audited ε ≥ {a['epsilon_lower_bound']:.3g} at "
+              f"{a['confidence']:g} confidence{shot_text}{flag}")
+        for s in a["per_seed"]:
+            print(f"  seed {s['seed']}: {s['inserted']}/{a['canaries']} canaries inserted, {s['correct']} of "
+                  f"{s['guesses']} guesses right, ε ≥ {s['epsilon_lower_bound']:.3g}")
+        print(f"entry written to {result.path}")
+    return 0
+
+
 # --- leaderboard and smoke (issue 5: entries, validation, the board, the submission path) ------------------
 def cmd_leaderboard_validate(args) -> int:
     from largefedbench.leaderboard.validate import (
@@ -515,6 +550,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_scale)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
+
+    p = sub.add_parser("audit", help="audit a method's privacy: canary clients in the run, an empirical epsilon lower bound",
+                       description="Run METHOD like `lfb eval` with M canary clients, each added to the train split by a "
+                       "seeded coin flip; score every canary from what the run released (the model's delta for "
+                       "model-training methods, the synthetic set for synthetic-data methods) and write an entry whose "
+                       "audit section has the one-run epsilon lower bound (Steinke, Nasr & Jagielski 2023) beside the "
+                       "claimed epsilon, plus Andrew et al.'s one-shot estimate for model updates.")
+    p.add_argument("--method", required=True, help="a name from `lfb methods`")
+    p.add_argument("--canaries", type=int, default=100, metavar="M", help="number of canaries, about half inserted (default 100)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
+    p.add_argument("--inclusion-seed", type=int, default=0, help="seed of the canaries and their coin flips (default 0)")
+    p.add_argument("--epsilon", type=float, nargs="+", help="one or more claimed epsilons to run at (default 1)")
+    p.add_argument("--dataset", help="snapshot (default: demo)")
+    p.add_argument("--delta", type=float, help="delta (default 3e-6)")
+    p.add_argument("--profile", help="tiny, small or paper (default: tiny)")
+    p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults (default: the profile's own for cpu and tiny, else paper)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
+    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder (default ./leaderboard)")
+    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--json", action="store_true", help="print the entry (a list with several --epsilon)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
     p.add_argument("--json", action="store_true")

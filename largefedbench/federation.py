@@ -210,6 +210,8 @@ class Federation:
         if not chunks and batched:
             chunks = [cohort.indices[:0]]  # a batched function tells the sum's shape from an empty chunk
         total, width, seconds = None, 0, 0.0
+        if self.client_outputs is not None:  # an audit: canary clients return their canary vector (no shortcut)
+            client_fn = _with_own_outputs(client_fn, self.client_outputs, batched)
         task = {"round_": cohort.round, "fed_seed": self._seed, "client_fn": client_fn, "clip": clip, "batched": batched}
         for part in self._executor.map_chunks(self._store, chunks, **task):
             if part.total is not None:
@@ -253,8 +255,17 @@ class Federation:
         else:
             rows = [client_fn(s) for s in spans]
             out = _stack(rows)
+        out = self._own_outputs(cohort.ids, out)
         self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
         return out
+
+    #: privacy auditing (``largefedbench.audit``): ``fn(client_ids, outputs) -> outputs`` lets canary clients return
+    #: their canary vector as their client computation; the outputs are then clipped and noised like every other.
+    client_outputs: Callable[[Sequence[str], Any], Any] | None = None
+
+    def _own_outputs(self, ids: Sequence[str], out: Any) -> Any:
+        return out if self.client_outputs is None else self.client_outputs(ids, out)
+
 
     def client_metadata(self, fields: Sequence[str]) -> list[dict[str, Any]]:
         """Each client's own values of the record ``fields`` (e.g. category, country, chamber), in client order; a
@@ -303,7 +314,7 @@ class Federation:
         start = time.perf_counter()
         for lo in range(0, max(len(cohort), 1), chunk_clients):  # an empty cohort still gives a zero sum's shape
             ids = cohort.ids[lo : lo + chunk_clients]
-            out = batch_fn([self._clients.spans(cid) for cid in ids])
+            out = self._own_outputs(ids, batch_fn([self._clients.spans(cid) for cid in ids]))
             if len(out) != len(ids):
                 raise InputError(f"batch_fn returned {len(out)} vectors for {len(ids)} clients: one per client")
             part = clip_rows(out, clip).sum(0)
@@ -431,6 +442,13 @@ class PlannedCohort:
 
     def start(self) -> Cohort:
         return self._fed._new_round(self._indices, self._rate, "fixed")
+
+
+def _with_own_outputs(client_fn: Callable, hook: Callable, batched: bool) -> Callable:
+    """``client_fn`` whose outputs pass through the audit ``hook`` (canary rows replaced), per client or per chunk."""
+    if batched:
+        return lambda view: hook(view.ids, client_fn(view))
+    return lambda view: hook([view.id], _stack([client_fn(view)]))[0]
 
 
 def _stack(rows: Sequence[Any]) -> Any:

@@ -232,8 +232,9 @@ class _Evaluator:
         return metrics
 
 
-def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """Run the method for one seed and evaluate it; the result is stored so a re-run skips the seed."""
+def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> dict[str, Any]:
+    """Run the method for one seed and evaluate it; the result is stored so a re-run skips the seed.
+    ``audit`` (``largefedbench.audit.run.Audit``) adds canary clients to the federation and scores them."""
     seed_dir = prep.run_dir / f"seed-{seed}"
     done = seed_dir / "result.json"
     if done.exists():
@@ -241,12 +242,13 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         return json.loads(done.read_text())
     cls, budget = prep.method_cls, prep.budget
     seed_dir.mkdir(parents=True, exist_ok=True)
-    fed = ev.federation(cls, seed)
+    fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     public = ev.public_resources(seed, seed_dir)
     log(f"seed {seed}: running {cls.name}")
     t0 = time.perf_counter()
     artifact = cls().train(fed, public, prep.config, budget)
     method_seconds = time.perf_counter() - t0
+    audit_scores = None if audit is None else audit.score(artifact, ev.bundle, seed)
     ledger: PrivacyLedger = fed.ledger
     accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"
     spent = ledger.epsilon(budget.delta, accountant) if len(ledger) else 0.0
@@ -283,6 +285,8 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         "history": _jsonable(artifact.history), "info": _jsonable(artifact.info),
         "n_synthetic": len(artifact.texts) if artifact.texts else None,
     }
+    if audit_scores is not None:
+        result["audit"] = audit_scores
     atomic_write_json(done, result)
     public.clear_checkpoint()
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
@@ -451,10 +455,11 @@ def _command_for(prep: Prepared) -> str:
 
 
 # -- the whole run ----------------------------------------------------------------------------------------------
-def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None) -> EvalResult:
-    """Run ``request`` (see :class:`EvalRequest`) and write its entry; returns the entry and where it is."""
+def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, audit: Any = None) -> EvalResult:
+    """Run ``request`` (see :class:`EvalRequest`) and write its entry; returns the entry and where it is.
+    With ``audit`` (``largefedbench.audit.run.Audit``) the run carries canary clients and the entry an audit section."""
     log = log or (lambda msg: print(f"lfb eval: {msg}", file=sys.stderr))
-    prep = prepare(request)
+    prep = prepare(request) if audit is None else audit.prepare(prepare(request))
     start = time.perf_counter()
     from largefedbench.models import load_models
 
@@ -464,9 +469,11 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None) 
     results, refs_inf = [], []
     refs0 = ev.reference("public", request.seeds[0])
     for seed in request.seeds:
-        results.append(_run_seed(prep, ev, seed, log))
+        results.append(_run_seed(prep, ev, seed, log, audit))
         refs_inf.append(ev.reference("non-private", seed))
     entry = build_entry(prep, bundle, results, refs0, refs_inf, time.perf_counter() - start)
+    if audit is not None:
+        entry["audit"] = audit.section(results, prep.budget)
     from largefedbench.evaluation.plots import write_entry_plots
 
     plots = write_entry_plots(entry, prep.run_dir, prep.entry_path, validation=bundle.span_embeddings(prep.fd, "validation", progress=False))

@@ -53,6 +53,17 @@ def _reproduced(row: Row) -> str:
             f"ε {tol.get('epsilon_relative', 0):g} rel.")
 
 
+def _audited(row: Row) -> float | None:
+    return row.entry.audit.epsilon_lower_bound if row.entry.audit is not None else None
+
+
+def _audited_text(row: Row) -> str:
+    if row.entry.audit is None:
+        return "–"
+    flag = " ⚠ exceeds ε" if row.entry.audit.epsilon_lower_bound > row.epsilon else ""
+    return f"≥ {_num(row.entry.audit.epsilon_lower_bound)}{flag}"
+
+
 def _fid(row: Row) -> float | None:
     return row.entry.metrics.fid.mean if row.entry.metrics.fid is not None else None
 
@@ -63,6 +74,8 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: f"{r.entry.method.name} {r.entry.method.version}", numeric=False),
     Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers",
            lambda r: r.epsilon, lambda r: _num(r.epsilon, 4)),
+    Column("audited", "Audited ε", "empirical ε lower bound from canary clients (`lfb audit`, Steinke et al. 2023), "
+           "flagged when it exceeds the claimed ε", _audited, _audited_text),
     Column("delta", "δ", "δ of the (ε, δ) guarantee", lambda r: r.entry.privacy.delta,
            lambda r: f"{r.entry.privacy.delta:.0e}" if r.entry.privacy.delta else "0"),
     Column("accountant", "Accountant", "the accountant ε was computed with", lambda r: r.entry.privacy.accountant,

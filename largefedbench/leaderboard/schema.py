@@ -140,6 +140,44 @@ class RunConfig(_Strict):
     command: str
 
 
+class ScoreSummary(_Strict):
+    n: int = Field(ge=0)
+    mean: Finite | None
+    std: NonNegative | None
+
+
+class AuditSeed(_Strict):
+    """One seed's audit: the canary scores and the best one-sided guess set (``guesses`` top-scored canaries
+    guessed "in", ``correct`` of them right), its ε lower bound, and the one-shot estimate for model updates."""
+
+    seed: int
+    inserted: int = Field(ge=0)
+    scores_in: ScoreSummary
+    scores_out: ScoreSummary
+    guesses: int = Field(ge=0)
+    correct: int = Field(ge=0)
+    thresholds: int = Field(ge=1)  # guess sets tried (the Bonferroni divisor)
+    threshold: Finite | None
+    epsilon_lower_bound: NonNegative
+    one_shot_epsilon: float | Literal["inf"] | None = None
+    one_shot: dict[str, Any] | None = None
+
+
+class AuditSection(_Strict):
+    """Empirical privacy audit (``lfb audit``): canary clients in the run, an ε lower bound beside the claimed ε."""
+
+    canaries: int = Field(ge=2)
+    kind: Literal["update", "text"]
+    inclusion_seed: int
+    score: str  # what a canary's membership score is
+    estimator: str
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
+    delta: Annotated[float, Field(ge=0.0, lt=1.0)]
+    epsilon_lower_bound: NonNegative  # the largest over the seeds (each seed's bound at (1 - confidence) / seeds)
+    one_shot_epsilon: float | Literal["inf"] | None = None  # Andrew et al.'s estimate, the mean over seeds
+    per_seed: list[AuditSeed] = Field(min_length=1)
+
+
 class Entry(_Strict):
     schema_version: Literal[2] = SCHEMA_VERSION
     entry_id: str = Field(pattern=ID_PATTERN)
@@ -156,6 +194,7 @@ class Entry(_Strict):
     config: RunConfig
     artifacts: dict[str, str] = Field(default_factory=dict)  # plot name -> file name beside the entry
     history: list[list[dict[str, Any]]] = Field(default_factory=list)  # per seed, per round
+    audit: AuditSection | None = None  # `lfb audit` entries only
 
     @field_validator("artifacts")
     @classmethod

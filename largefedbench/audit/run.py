@@ -1,0 +1,158 @@
+"""`lfb audit`: the ordinary harness run with canary clients in its train split, scored from what it released.
+
+:class:`Audit` plugs into :func:`largefedbench.harness.run_eval`: it gives each seed's federation the train split
+plus the included canaries (:mod:`largefedbench.audit.canaries`), scores every canary from the method's artifact,
+and writes the entry's ``audit`` section: per seed the one-run ε lower bound (Steinke et al. 2023) at significance
+(1 − confidence) / seeds — so the largest over the seeds holds at the confidence asked — and, for model updates,
+Andrew et al.'s one-shot estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from largefedbench.audit.canaries import CanaryPlan, text_scores, update_scores, with_canaries
+from largefedbench.audit.estimators import one_run_lower_bound, one_shot_estimate
+from largefedbench.errors import InputError, MethodError
+
+__all__ = ["Audit", "ESTIMATOR", "SCORES", "audit_seed"]
+
+ESTIMATOR = ("one-run lower bound (Steinke, Nasr & Jagielski, NeurIPS 2023, Thm 5.2 with the delta term): one-sided "
+             "top-k guesses, Bonferroni over thresholds; one-shot Gaussian estimate (Andrew et al., ICLR 2024) for "
+             "model updates")
+SCORES = {
+    "update": "cosine between the canary's random unit direction and the released model minus the public model",
+    "text": "largest cosine similarity between the canary's secret sentences and the released synthetic texts "
+            "(the profile's sentence embedder)",
+}
+
+
+def canary_kind(method_cls: type) -> str:
+    return "update" if method_cls.output == "model" else "text"
+
+
+def _summary(x: np.ndarray) -> dict[str, Any]:
+    return {"n": int(len(x)), "mean": float(x.mean()) if len(x) else None,
+            "std": float(x.std(ddof=1)) if len(x) > 1 else (0.0 if len(x) else None)}
+
+
+def audit_seed(plan: CanaryPlan, scores: np.ndarray, *, seed: int, confidence: float, delta: float,
+               n_seeds: int = 1) -> dict[str, Any]:
+    """One seed's audit from its canary ``scores`` (shape (m,)); the bound at significance (1 − confidence)/n_seeds."""
+    scores = np.asarray(scores, dtype=float)
+    inc = plan.included
+    bound = one_run_lower_bound(scores[inc], scores[~inc], confidence=1 - (1 - confidence) / n_seeds, delta=delta)
+    out = {"seed": seed, "inserted": int(inc.sum()), "scores_in": _summary(scores[inc]),
+           "scores_out": _summary(scores[~inc]), "guesses": bound.guesses, "correct": bound.correct,
+           "thresholds": bound.thresholds_tried, "threshold": bound.threshold, "epsilon_lower_bound": bound.epsilon}
+    if plan.kind == "update" and inc.sum() >= 2:
+        est = one_shot_estimate(scores[inc], scores[~inc], delta)
+        out["one_shot_epsilon"] = "inf" if math.isinf(est["epsilon"]) else est["epsilon"]
+        out["one_shot"] = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in est.items()}
+    return out
+
+
+@dataclass
+class Audit:
+    """The audit settings of one ``lfb audit`` run and its hooks into the harness."""
+
+    canaries: int = 100
+    confidence: float = 0.95
+    inclusion_seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise InputError(f"--confidence {self.confidence}: give a probability in (0, 1), e.g. 0.95")
+        self.plan: CanaryPlan | None = None
+        self._clip: float | None = None
+        self._scores: dict[int, list[float]] = {}
+
+    # -- before the run: the entry id and the canaries ----------------------------------------------------------
+    def prepare(self, prep):
+        """The harness's checked request with its own entry id (an audit run is not the plain run) and command."""
+        kind = canary_kind(prep.method_cls)
+        self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind)
+        if kind == "update":
+            clip = getattr(prep.config, "clip", None)
+            if not (isinstance(clip, (int, float)) and clip > 0):
+                raise MethodError(f"method {prep.method_cls.name!r} releases a model but its config has no clip norm "
+                                  "(`clip`), which model-update canaries are scaled to; it cannot be audited yet")
+            self._clip = float(clip)
+        if prep.budget.epsilon == 0 or math.isinf(prep.budget.epsilon):
+            raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
+                             "private method")
+        key = json.dumps([prep.entry_id, self.canaries, self.inclusion_seed], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+        entry_id = f"{prep.entry_id[:110]}--audit-{digest}"
+        command = prep.request.command or self._command(prep)
+        request = dataclasses.replace(prep.request, command=command)
+        return dataclasses.replace(prep, request=request, entry_id=entry_id,
+                                   entry_path=prep.entry_path.with_name(f"{entry_id}.json"))
+
+    def _command(self, prep) -> str:
+        from largefedbench.harness import _command_for
+
+        parts = shlex.split(_command_for(prep))
+        parts[1] = "audit"
+        return shlex.join(parts + ["--canaries", str(self.canaries), "--confidence", f"{self.confidence:g}",
+                                   "--inclusion-seed", str(self.inclusion_seed)])
+
+    # -- during each seed -----------------------------------------------------------------------------------
+    def federation(self, ev, method_cls: type, seed: int):
+        """The seed's federation over the train split plus the included canaries (canary hook set for updates)."""
+        from largefedbench.federation import Federation, SpanEmbeddings
+        from largefedbench.models import embed
+
+        plan = self.plan
+        split = with_canaries(ev.prep.fd.train, plan)
+        embeddings = None
+        if getattr(method_cls, "needs_span_embeddings", False):
+            base = ev.bundle.span_embeddings(ev.prep.fd, "train", progress=ev.prep.request.progress)
+            extra = [s for j in np.flatnonzero(plan.included) for s in plan.texts(int(j))]
+            vectors = np.concatenate([base, embed(extra, ev.bundle.embedder).astype(base.dtype)]) if extra else base
+            embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(split.span_counts())]))
+        fed = Federation(split, seed=seed, embeddings=embeddings)
+        if plan.kind == "update":
+            fed.client_outputs = plan.federation_hook(self._clip)
+        return fed
+
+    def score(self, artifact, bundle, seed: int) -> dict[str, Any]:
+        """Every canary's score from the released artifact (stored in the seed's result)."""
+        plan = self.plan
+        if plan.kind == "update":
+            if artifact.kind != "model":
+                raise MethodError("model-update canaries need a released model; the method released synthetic text")
+            from largefedbench.methods._local_training import flat_weights
+
+            delta = flat_weights(artifact.model).cpu() - flat_weights(bundle.new_downstream()).cpu()
+            scores = update_scores(plan, delta, progress=self.progress)
+        else:
+            from largefedbench.models import embed
+
+            scores = text_scores(plan, artifact.texts or [], lambda t: embed(t, bundle.embedder))
+        return {"scores": [float(s) for s in scores]}
+
+    # -- after the run: the entry's section -----------------------------------------------------------------
+    def section(self, results: list[dict[str, Any]], budget) -> dict[str, Any]:
+        plan = self.plan
+        seeds = [audit_seed(plan, np.asarray(r["audit"]["scores"]), seed=r["seed"], confidence=self.confidence,
+                            delta=budget.delta, n_seeds=len(results)) for r in results]
+        shots = [s["one_shot_epsilon"] for s in seeds if s.get("one_shot_epsilon") is not None]
+        shot = None
+        if shots:
+            vals = [math.inf if v == "inf" else v for v in shots]
+            mean = float(np.mean(vals))
+            shot = "inf" if math.isinf(mean) else mean
+        return {"canaries": plan.m, "kind": plan.kind, "inclusion_seed": plan.seed, "score": SCORES[plan.kind],
+                "estimator": ESTIMATOR, "confidence": self.confidence, "delta": budget.delta,
+                "epsilon_lower_bound": max(s["epsilon_lower_bound"] for s in seeds), "one_shot_epsilon": shot,
+                "per_seed": seeds}

@@ -1,0 +1,52 @@
+"""The audit catches a broken DP-FedAvg and passes a correct one (tiny models, 40 real clients + 100 canaries,
+everyone in every round so each inserted canary is in the released model; about 15 s per run)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from largefedbench.methods._local_training import flat_weights
+from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
+
+import largefedbench.federation as federation_module
+from largefedbench.audit.canaries import CanaryPlan, update_scores, with_canaries
+from largefedbench.audit.run import audit_seed
+from largefedbench.contract import PublicResources
+from largefedbench.data.federated import ClientSplit
+from largefedbench.evaluation.accuracy import next_token_accuracy
+from largefedbench.federation import Federation
+from largefedbench.privacy import PrivacyBudget
+
+pytestmark = pytest.mark.slow
+EPSILON, DELTA, CANARIES, N_REAL = 1.0, 1e-6, 100, 40
+
+
+def audit_run(tiny, seed: int) -> dict:
+    """DP-FedAvg at ε = 1 over 40 real clients plus the included canaries, audited from the released model."""
+    fd, bundle, _ = tiny
+    texts = fd.validation.all_spans()[:120]
+    public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=None, progress=False,
+                             validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
+    plan = CanaryPlan(CANARIES, seed, "update")
+    split = with_canaries(ClientSplit("train", fd.train.table.select(range(N_REAL))), plan)
+    cfg = dataclasses.replace(DPFedAvgConfig.tiny(), clients_per_round=len(split))
+    fed = Federation(split, seed=seed)
+    fed.client_outputs = plan.federation_hook(cfg.clip)
+    artifact = DPFedAvg().train(fed, public, cfg, PrivacyBudget(EPSILON, DELTA))
+    assert fed.ledger.epsilon(DELTA, "rdp") <= EPSILON * 1.01  # the ledger claims ε = 1 either way
+    delta = flat_weights(artifact.model) - flat_weights(bundle.new_downstream())
+    return audit_seed(plan, update_scores(plan, delta), seed=seed, confidence=0.95, delta=DELTA)
+
+
+def test_noise_forced_off_is_caught(tiny, monkeypatch):
+    monkeypatch.setattr(federation_module, "add_gaussian_noise", lambda total, **_: total)  # the broken mechanism
+    result = audit_run(tiny, seed=0)
+    assert result["epsilon_lower_bound"] > EPSILON
+    assert result["one_shot_epsilon"] == "inf" or result["one_shot_epsilon"] > EPSILON
+
+
+def test_correct_dp_stays_below_its_claim(tiny):
+    for seed in (0, 1):
+        result = audit_run(tiny, seed)
+        assert result["epsilon_lower_bound"] <= EPSILON

@@ -1,0 +1,76 @@
+"""The entry's audit section: validated by `lfb leaderboard validate` (bounds recomputed from the guess counts,
+inserted counts from the coin flips), and shown on the board beside the claimed ε, flagged when it exceeds it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from largefedbench.audit.canaries import CanaryPlan
+from largefedbench.audit.run import Audit
+from largefedbench.leaderboard.render import render_board
+from largefedbench.leaderboard.validate import validate_paths
+from largefedbench.privacy import PrivacyBudget
+
+BOARD = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo" / "dp-fedavg"
+
+
+def audited_entry(separation: float, canaries: int) -> dict:
+    """A committed demo entry with an audit section computed from made-up canary scores."""
+    entry = json.loads(next(BOARD.glob("*.json")).read_text())
+    audit = Audit(canaries=canaries, confidence=0.95, inclusion_seed=3)
+    audit.plan = CanaryPlan(canaries, 3, "update")
+    inc = audit.plan.included
+    rng = np.random.default_rng(0)
+    results = [{"seed": s, "audit": {"scores": list(rng.normal(0, 0.01, canaries) + separation * inc)}}
+               for s in entry["seeds"]]
+    entry["audit"] = audit.section(results, PrivacyBudget(1.0, entry["privacy"]["delta"]))
+    return entry
+
+
+def write(tmp_path: Path, entry: dict) -> Path:
+    path = tmp_path / "entries" / "demo" / "dp-fedavg" / f"{entry['entry_id']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entry))
+    for png in BOARD.glob("*.png"):
+        (path.parent / png.name).write_bytes(png.read_bytes())
+    return path
+
+
+def findings(tmp_path: Path, entry: dict):
+    write(tmp_path, entry)
+    [report] = validate_paths([tmp_path / "entries"])
+    return report
+
+
+def test_a_consistent_audit_validates_and_a_falsified_claim_is_flagged(tmp_path):
+    quiet = findings(tmp_path / "a", audited_entry(0.0, 100))
+    assert quiet.valid and not [f for f in quiet.findings if f.check == "audit"]
+    assert quiet.entry.audit.epsilon_lower_bound <= 1.0
+    leaky = audited_entry(1.0, 400)  # perfectly separated scores: the bound is above ε = 1
+    report = findings(tmp_path / "b", leaky)
+    assert report.valid and leaky["audit"]["epsilon_lower_bound"] > 1
+    assert [f.check for f in report.notes if f.check == "audit"] == ["audit"]
+    render_board(tmp_path / "b")
+    board = (tmp_path / "b" / "README.md").read_text()
+    assert "Audited ε" in board and "⚠ exceeds ε" in board
+    assert "Audited ε" in (tmp_path / "b" / "index.html").read_text()
+
+
+@pytest.mark.parametrize("tamper, field", [
+    (lambda a: a["per_seed"][0].update(epsilon_lower_bound=a["per_seed"][0]["epsilon_lower_bound"] + 0.5),
+     "audit.per_seed[0].epsilon_lower_bound"),
+    (lambda a: a["per_seed"][1].update(inserted=a["per_seed"][1]["inserted"] + 1), "audit.per_seed[1].inserted"),
+    (lambda a: a.update(epsilon_lower_bound=a["epsilon_lower_bound"] + 1), "audit.epsilon_lower_bound"),
+    (lambda a: a.update(delta=0.01), "audit.delta"),
+])
+def test_an_inconsistent_audit_is_an_error(tmp_path, tamper, field):
+    entry = copy.deepcopy(audited_entry(0.03, 200))
+    tamper(entry["audit"])
+    report = findings(tmp_path, entry)
+    assert not report.valid
+    assert field in [f.field for f in report.errors if f.check == "audit"]
