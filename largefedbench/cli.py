@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -34,7 +35,10 @@ def cmd_data_demo(args) -> int:
     from largefedbench.data.demo import build_demo
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
+    from largefedbench.data.snapshot import root_label
+    from largefedbench.paths import check_writable_dir, snapshots_dir
 
+    check_writable_dir(snapshots_dir(args.out), root_label(args.out))  # before generating the records
     result = build_demo(root=args.out, progress=not args.quiet)
     info = snapshot_info(load_snapshot(result.path))
     if args.json:
@@ -148,6 +152,10 @@ def cmd_refresh(args) -> int:
     from largefedbench.data.splits import SplitRatios
 
     if args.rate_limit is not None:
+        if not (math.isfinite(args.rate_limit) and args.rate_limit > 0):
+            from largefedbench.errors import InputError
+
+            raise InputError(f"--rate-limit {args.rate_limit}: give requests per second as a finite number > 0, e.g. 1")
         os.environ["LFB_RATE_LIMIT"] = str(args.rate_limit)
     plan = RefreshPlan(
         window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),
@@ -609,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
     except LfbError as exc:
         print(f"lfb: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback
+        from largefedbench.paths import WRITE_ERRNOS, write_error_message
+
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}')}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)
         return 130

@@ -217,7 +217,12 @@ def _coerce(name: str, text: Any, annotation: Any) -> Any:
         if annotation is int:
             return int(text)
         if annotation is float:
-            return float(text)
+            value = float(text)
+            if not math.isfinite(value):
+                raise InputError(f"--set {name}={text}: must be a finite number (inf and nan are not settings)")
+            return value
+    except InputError:
+        raise
     except ValueError:
         raise InputError(f"--set {name}={text}: expected {annotation.__name__}") from None
     return text

@@ -26,13 +26,14 @@ from largefedbench.contract import PublicResources, config_from_overrides, confi
 from largefedbench.errors import InputError, MethodError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry, epsilon_json
-from largefedbench.paths import lfb_home
+from largefedbench.paths import check_writable_dir, lfb_home
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, resolve_accountant
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval"]
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
+MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
 #: a method's ledger may exceed its target ε by this relative slack (calibration tolerance) before the run fails
 EPSILON_SLACK = 0.01
 
@@ -116,6 +117,7 @@ def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[st
 def prepare(request: EvalRequest) -> Prepared:
     """Resolve and check everything about ``request``; raises a clear :class:`LfbError` before any work."""
     from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.snapshot import verify_snapshot
     from largefedbench.models import get_profile
     from largefedbench.registry import get_method
 
@@ -124,6 +126,10 @@ def prepare(request: EvalRequest) -> Prepared:
         raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
     if len(set(request.seeds)) != len(request.seeds):
         raise InputError(f"--seeds {','.join(map(str, request.seeds))} repeats a seed")
+    bad = [s for s in request.seeds if not (isinstance(s, int) and 0 <= s <= MAX_SEED)]
+    if bad:
+        raise InputError(f"--seeds: {bad[0]} is not a seed; seeds are integers from 0 to {MAX_SEED} (2**32 - 1)")
+    check_writable_dir(request.out, f"--out {request.out}")
     from largefedbench.executors import make_executor
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
@@ -135,6 +141,7 @@ def prepare(request: EvalRequest) -> Prepared:
     config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
     budget = _budget_for(method_cls, request.epsilon, request.delta)
     fd = load_snapshot(request.dataset, root=request.root)
+    verify_snapshot(fd, root=request.root)  # the entry states the manifest's content_sha256: it must be true
     for split in ("train", "validation", "test"):
         if len(fd[split]) == 0:
             raise SnapshotError(

@@ -6,6 +6,7 @@ write take ``--out`` to put their output somewhere else.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -28,3 +29,37 @@ def snapshots_dir(root: Path | None = None) -> Path:
 def raw_cache_dir(root: Path | None = None) -> Path:
     """Folder holding every raw HTTP response, per source (the scrapers' resume state)."""
     return (root or lfb_home()) / "raw"
+
+
+#: errnos of a write that failed because of where it writes (not because of a bug)
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """Raise :class:`InputError` unless ``path`` is (or can be created as) a folder this process may write into.
+
+    Nothing is created: the nearest existing ancestor must be a writable folder. ``what`` names the setting
+    in the message, e.g. ``"--out /x"`` or ``"LFB_HOME=/x"``.
+    """
+    from largefedbench.errors import InputError
+
+    probe = Path(path).expanduser().absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(f"{what}: {probe} is a file, not a folder; pass a folder (it is created if missing)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"{what}: cannot write into {probe} (read-only or permission denied); "
+                         "pass a writable folder or set LFB_HOME to one")
+
+
+def write_error_message(exc: OSError, what: str) -> str:
+    """A user-facing sentence for a write that failed with ``exc`` (disk full, read-only, permissions)."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{what} failed: the disk is full{where}. Free some space (or point LFB_HOME/--out elsewhere) and run the same command again"
+    if exc.errno == errno.EROFS:
+        return f"{what} failed: the file system is read-only{where}. Point LFB_HOME/--out at a writable folder"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{what} failed: permission denied{where}. Point LFB_HOME/--out at a folder you may write into"
+    return f"{what} failed: {exc.strerror or exc}{where}. Check LFB_HOME/--out"

@@ -88,9 +88,22 @@ def _import_target(target: str) -> Any:
         spec = importlib.util.spec_from_file_location(f"lfb_user_method_{abs(hash(path.resolve()))}", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's file: any error while running it is reported, not raised
+            sys.modules.pop(spec.name, None)
+            raise MethodError(f"method file {path} failed to load: {type(exc).__name__}: {exc}") from exc
     else:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except (ModuleNotFoundError, ValueError, TypeError) as exc:  # ValueError/TypeError: not a module name
+            missing = getattr(exc, "name", None)
+            if isinstance(exc, ModuleNotFoundError) and not (
+                missing and (module_name == missing or module_name.startswith(missing + "."))
+            ):
+                raise  # the module exists but one of its own imports is missing
+            raise MethodError(f"no module {module_name!r} (from {target!r}): give an importable module:Class, "
+                              "or path/to/file.py:Class for a file") from None
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -124,7 +137,11 @@ def check_method_class(cls: Any, where: str) -> type:
 def get_method(name: str) -> type:
     """The method class registered as ``name`` (or loaded from ``module:Class`` / ``file.py:Class``)."""
     if ":" in name and name not in _all_targets():
-        return check_method_class(_import_target(name), name)
+        try:
+            cls = _import_target(name)
+        except ImportError as exc:
+            raise MethodError(f"method {name!r} cannot be imported: {exc}. Install what it needs.") from exc
+        return check_method_class(cls, name)
     targets = _all_targets()
     if name not in targets:
         close = difflib.get_close_matches(name, targets, n=3, cutoff=0.5)

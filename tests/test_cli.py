@@ -83,6 +83,16 @@ def test_refresh_biorxiv_counts_match_the_replayed_responses(lfb_home):
         (["refresh", "--after-cutoff-of", "llama-9"], "no knowledge cutoff"),
         (["data", "info", "missing-snapshot"], "lfb data demo"),
         (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--span-tokenizer", "bert"], "unknown span tokenizer"),
+        # issue 14, items 12-13: refused before any request
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--base-url", "biorxiv=not a url"], "not an http(s) URL"),
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--base-url", "nosuch=http://127.0.0.1:9"],
+         "unknown source 'nosuch'"),
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--rate-limit", "nan"], "--rate-limit nan"),
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--rate-limit", "0"], "finite number > 0"),
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--name", "../../x"], "not a snapshot name"),
+        (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--name", "/tmp/lfb-abs"], "not a snapshot name"),
+        (["refresh", "--since", "2099-01", "--until", "2099-02", "--sources", "biorxiv"], "starts in the future"),
+        (["refresh", "--since", "2099-01", "--sources", "biorxiv"], "starts in the future"),
     ],
 )
 def test_bad_input_gets_a_clear_error(args, message):
@@ -115,3 +125,129 @@ def test_privacy_epsilon_inverts_noise():
     assert abs(eps["epsilon"] - 2) < 0.05 and eps["accountant"] == noise["accountant"]
     bad = lfb("privacy", "noise", "--epsilon", "0", "--delta", "1e-5", "--sample-rate", "0.01", "--steps", "10")
     assert bad.returncode == 2 and "epsilon must be > 0" in bad.stderr
+
+
+# --- issue 14, items 10-13: snapshots and eval refuse what they cannot use, with a message -------------------------
+def _eval(*args: str, board: Path) -> subprocess.CompletedProcess:
+    return lfb("eval", "--method", "dp-fedavg", *args, "--quiet", "--out", str(board))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "-1"], "-1 is not a seed"),
+        (["--seeds", str(2**70)], f"{2**70} is not a seed"),
+        (["--method", "no.such.module:Cls"], "no module 'no.such.module'"),
+        (["--set", "client_lr=inf"], "--set client_lr=inf: must be a finite number"),
+        (["--set", "client_lr=nan"], "must be a finite number"),
+    ],
+)
+def test_eval_bad_input_is_refused_before_any_work(args, message, lfb_home):
+    out = _eval(*args, board=lfb_home / "board")
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (lfb_home / "models").exists() and not (lfb_home / "board").exists()
+
+
+def test_out_pointing_at_a_file_is_refused_before_any_work(lfb_home, tmp_path):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    for out in (_eval(board=file), lfb("data", "demo", "--quiet", "--out", str(file)),
+                lfb("refresh", "--since", "2024-09", "--sources", "biorxiv", "--out", str(file / "sub"),
+                    env={"LFB_BIORXIV_URL": refused_url()})):
+        assert out.returncode == 2 and "is a file, not a folder" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not (lfb_home / "snapshots").exists() and not (lfb_home / "models").exists()
+
+
+@pytest.fixture(scope="module")
+def built_demo(tmp_path_factory) -> Path:
+    from largefedbench.data.demo import build_demo
+
+    return build_demo(root=tmp_path_factory.mktemp("demo-root"), progress=False).path
+
+
+@pytest.fixture
+def demo(built_demo, lfb_home) -> Path:
+    """A fresh copy of the demo snapshot in this test's LFB_HOME (tests damage it)."""
+    return Path(shutil.copytree(built_demo, lfb_home / "snapshots" / "demo"))
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    """``lfb ARGV`` in this process (an exception escaping main would fail the test like a traceback)."""
+    from largefedbench.cli import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_eval_refuses_a_snapshot_whose_data_no_longer_matches_its_hash(demo, lfb_home, capsys):
+    arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
+    data = arrow.read_bytes()
+    at = data.index(b" the ")
+    arrow.write_bytes(data[:at] + b" thE " + data[at + 5:])  # same size, still valid Arrow: only the hash can tell
+    out = _eval(board=lfb_home / "board")  # the real console script
+    assert out.returncode == 2 and "does not match its manifest" in out.stderr, out.stderr
+    assert "`lfb data demo`" in out.stderr and "Traceback" not in out.stderr
+    assert not (lfb_home / "models").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "state.json"])
+def test_a_damaged_snapshot_is_named_with_how_to_rebuild_it(demo, lfb_home, damage, capsys):
+    arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
+    if damage == "truncate":
+        os.truncate(arrow, arrow.stat().st_size // 3)
+    elif damage == "empty":
+        arrow.write_bytes(b"")
+    else:
+        (demo / "data" / "validation" / "state.json").write_text("")
+    for argv in (["data", "info", "demo"], ["data", "demo", "--quiet"],
+                 ["eval", "--method", "dp-fedavg", "--quiet", "--out", str(lfb_home / "board")]):
+        code, err = _run(capsys, *argv)
+        assert code == 2 and "snapshot 'demo'" in err and "damaged" in err, (argv, err)
+        assert f"rm -r {demo}" in err and "`lfb data demo`" in err
+    assert not (lfb_home / "models").exists()
+
+
+def test_a_full_disk_is_a_message_and_no_temporary_folder_is_left(lfb_home, monkeypatch, capsys):
+    import errno
+
+    import largefedbench.data.snapshot as snap
+    import largefedbench.harness as harness
+    from largefedbench.cli import main
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(snap, "atomic_write_json", full)
+    assert main(["data", "demo", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "the disk is full" in err and "run the same command again" in err
+    assert list((lfb_home / "snapshots").iterdir()) == []
+    monkeypatch.setattr(harness, "run_eval", full)  # a full disk in the middle of a run (any write)
+    assert main(["eval", "--method", "dp-fedavg", "--quiet"]) == 1
+    assert "lfb eval failed: the disk is full" in capsys.readouterr().err
+
+
+def test_a_read_only_home_is_refused_before_any_work(lfb_home, monkeypatch, capsys):
+    from largefedbench.cli import main
+
+    lfb_home.chmod(0o500)
+    try:
+        if os.access(lfb_home, os.W_OK):  # running as root: mode bits do not bind, simulate what access(2) says
+            real = os.access
+            monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == lfb_home else real(p, mode, **k))
+        assert main(["data", "demo", "--quiet"]) == 2
+        assert f"LFB_HOME={lfb_home}: cannot write into {lfb_home}" in capsys.readouterr().err
+        assert main(["eval", "--method", "dp-fedavg", "--quiet", "--out", str(lfb_home / "board")]) == 2
+        assert "cannot write into" in capsys.readouterr().err
+    finally:
+        lfb_home.chmod(0o700)
+    assert not (lfb_home / "snapshots").exists()
+
+
+def test_refresh_of_a_window_without_records_writes_nothing_and_fails(lfb_home):
+    with ReplayServer(BiorxivApp(corpus(1))) as srv:  # every record is dated 2024-09
+        out = lfb("refresh", "--sources", "biorxiv", "--since", "2024-11", "--until", "2024-11", "--quiet",
+                  env={"LFB_BIORXIV_URL": srv.url})
+    assert out.returncode == 2 and "no biorxiv record is dated inside the window 2024-11-01..2024-11-30" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (lfb_home / "snapshots").exists() or list((lfb_home / "snapshots").iterdir()) == []

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from largefedbench.data.snapshot import ALL_SPLITS, list_snapshots, read_manifest
+from largefedbench.data.snapshot import ALL_SPLITS, list_snapshots, read_snapshot_data
 from largefedbench.errors import SnapshotError
 from largefedbench.paths import snapshots_dir
 
@@ -145,14 +145,5 @@ def load_snapshot(ref: str | Path = "demo", *, root: Path | None = None) -> Fede
 
 
 def _load_folder(path: Path) -> FederatedDataset:
-    from datasets import load_from_disk
-
-    manifest = read_manifest(path)
-    try:
-        dd = load_from_disk(str(path / "data"))
-    except FileNotFoundError:
-        raise SnapshotError(f"snapshot {path} has a manifest but no data/ folder; rebuild it") from None
-    missing = [s for s in ALL_SPLITS if s not in dd]
-    if missing:
-        raise SnapshotError(f"snapshot {path} lacks the split(s) {', '.join(missing)}; rebuild it")
+    manifest, dd = read_snapshot_data(path)  # a damaged snapshot raises SnapshotError saying how to rebuild it
     return FederatedDataset(path, manifest, {s: ClientSplit(s, dd[s]) for s in ALL_SPLITS})

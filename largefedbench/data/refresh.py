@@ -8,12 +8,14 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from largefedbench.data.snapshot import BuildResult, BuildSpec, build_snapshot
+from largefedbench.data.snapshot import BuildResult, BuildSpec, build_snapshot, check_snapshot_name
 from largefedbench.data.spans import SpanSettings
 from largefedbench.data.splits import SplitRatios
-from largefedbench.data.windows import Window, get_cutoff
-from largefedbench.errors import InputError
+from largefedbench.data.windows import Window, get_cutoff, parse_date
+from largefedbench.errors import InputError, SnapshotError
+from largefedbench.paths import check_writable_dir, lfb_home
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +49,10 @@ def parse_sources(text: str | None) -> list[str]:
 
 
 def window_for(
-    since: str | None, until: str | None, after_cutoff_of: str | None, public_months: int
+    since: str | None, until: str | None, after_cutoff_of: str | None, public_months: int,
+    *, today: dt.date | None = None,
 ) -> Window:
-    """The window from ``--since/--until`` and/or ``--after-cutoff-of``."""
+    """The window from ``--since/--until`` and/or ``--after-cutoff-of``; it must start by ``today``."""
     if not since and not after_cutoff_of:
         raise InputError("say where the window starts: --since YYYY-MM[-DD] or --after-cutoff-of MODEL")
     start = None
@@ -57,13 +60,40 @@ def window_for(
         start = get_cutoff(after_cutoff_of).window_start()
         if start is None:
             raise InputError(f"{after_cutoff_of} has no dated cutoff; pass --since instead")
-    window = Window.parse(since or start.isoformat(), until, public_months=public_months)
+    today = today or dt.date.today()
+    first = parse_date(since, flag="--since") if since else start
+    if first > today:
+        raise InputError(f"the window starts in the future ({first}; today is {today}): there is nothing to scrape "
+                         "yet, so the snapshot would be empty. Pass a --since on or before today")
+    window = Window.parse(since or start.isoformat(), until, public_months=public_months, today=today)
     if start is not None and window.since < start:
         raise InputError(
             f"--since {window.since} starts before the knowledge cutoff of {after_cutoff_of} (window must start on "
             f"or after {start}); drop --since or move it later"
         )
     return window
+
+
+def check_base_urls(base_urls: dict[str, str]) -> None:
+    """``--base-url SOURCE=URL``: SOURCE must be a known source and URL an http(s) URL with a host."""
+    for source, url in base_urls.items():
+        if source not in SOURCES:
+            raise InputError(f"--base-url {source}={url}: unknown source {source!r}; choose from {', '.join(SOURCES)}")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
+            raise InputError(f"--base-url {source}={url!r} is not an http(s) URL; write it like "
+                             f"--base-url {source}=http://127.0.0.1:8000")
+
+
+def _check_private_records(dataset: str, records: list, rejected: Counter, window: Window) -> None:
+    """Refuse to write a snapshot whose private window holds no record (it could not be evaluated on)."""
+    if any(window.classify(rec.day) == "private" for rec in records):
+        return
+    why = ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"
+    raise SnapshotError(
+        f"no {dataset} record is dated inside the window {window.since}..{window.until} ({len(records)} kept records "
+        f"fetched; rejected: {why}), so no snapshot was written. Widen the window or pick other --sources."
+    )
 
 
 @dataclass
@@ -90,6 +120,10 @@ def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = Tru
         datasets.setdefault(DATASET_OF[source], []).append(source)
     if plan.name and len(datasets) > 1:
         raise InputError("--name names one snapshot, but these sources build several datasets; pass --sources too")
+    check_base_urls(plan.base_urls)
+    if plan.name is not None:
+        check_snapshot_name(plan.name)
+    check_writable_dir(root or lfb_home(), f"--out {root}" if root else f"LFB_HOME={lfb_home()}")
 
     results = []
     for dataset, sources in datasets.items():
@@ -106,6 +140,7 @@ def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = Tru
             records += got
             rejected.update({f"{source}:{reason}": n for reason, n in why.items()})
             described[source] = scraper.describe()
+        _check_private_records(dataset, records, rejected, plan.window)
         spec = BuildSpec(
             dataset=dataset,
             window=plan.window,

@@ -10,9 +10,14 @@ folder and renamed into place, and never modified afterwards.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
+import logging
 import os
+import re
+import shlex
+import shutil
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,13 +29,19 @@ from largefedbench.data.records import RECORD_FIELDS, Record
 from largefedbench.data.spans import SpanSettings, cut_spans, get_span_tokenizer
 from largefedbench.data.splits import PRIVATE_SPLITS, PUBLIC_SPLIT, SPLIT_SALT, SplitRatios, assign_split
 from largefedbench.data.windows import Window, after_cutoff
-from largefedbench.errors import SnapshotError
+from largefedbench.errors import InputError, SnapshotError
 from largefedbench.io import atomic_write_json, atomic_write_text, publish_dir
-from largefedbench.paths import snapshots_dir
+from largefedbench.paths import check_writable_dir, lfb_home, snapshots_dir, write_error_message
+
+log = logging.getLogger(__name__)
 
 MANIFEST_SCHEMA_VERSION = 1
 ALL_SPLITS = (*PRIVATE_SPLITS, PUBLIC_SPLIT)
 _INT_FIELDS = {"version"}
+#: a snapshot name is one folder under snapshots/: no separators, not hidden, no '..'
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
+#: a build's temporary folder: .tmp-<name>-<pid of the building process>
+_TMP = re.compile(r"^\.tmp-.+-(\d+)$")
 
 
 @dataclass
@@ -84,9 +95,17 @@ def build_snapshot(
     batch_size: int = 4096,
     progress: bool = True,
 ) -> BuildResult:
-    """Cut records into spans, split clients, and write an immutable snapshot (atomically)."""
+    """Cut records into spans, split clients, and write an immutable snapshot (atomically).
+
+    A failed write (disk full, read-only folder) leaves no temporary folder behind and raises
+    :class:`SnapshotError`; temporary folders of earlier builds whose process is gone are removed first.
+    """
     from tqdm.auto import tqdm
 
+    if spec.name is not None:
+        check_snapshot_name(spec.name)
+    root_dir = snapshots_dir(root)
+    check_writable_dir(root_dir, root_label(root))
     rejected = Counter(rejected or {})
     by_id: dict[str, Record] = {}
     n_in = 0
@@ -125,7 +144,6 @@ def build_snapshot(
 
     digest = content_hash(splits)
     name = spec.name or f"{spec.dataset}-{spec.window.since}-{spec.window.until}-{digest[:8]}"
-    root_dir = snapshots_dir(root)
     final = root_dir / name
     if final.exists():
         existing = read_manifest(final)
@@ -137,9 +155,26 @@ def build_snapshot(
         )
 
     manifest = _manifest(spec, name, splits, rejected, digest, n_in, tokenizer.describe())
+    remove_stale_tmp(root_dir)
+    tmp = root_dir / f".tmp-{name}-{os.getpid()}"
+    try:
+        _write_folder(tmp, splits, manifest, spec.card_notes)
+        publish_dir(tmp, final)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raced = isinstance(exc, FileExistsError) or getattr(exc, "errno", None) == errno.ENOTEMPTY
+        if raced and (final / "manifest.json").is_file():
+            return BuildResult(final, read_manifest(final), created=False)  # another process published it meanwhile
+        if isinstance(exc, OSError):
+            raise SnapshotError(write_error_message(exc, f"writing snapshot {name!r} under {root_dir}")
+                                + "; nothing was kept") from exc
+        raise
+    return BuildResult(final, manifest, created=True)
+
+
+def _write_folder(tmp: Path, splits: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], notes: str) -> None:
     from datasets import Dataset, DatasetDict
 
-    tmp = root_dir / f".tmp-{name}-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
     features = _features()
     # from_dict keeps the columns of an empty split (from_list([]) would write a table without them).
@@ -149,12 +184,48 @@ def build_snapshot(
     # An empty split needs one explicit (empty) shard, or load_from_disk cannot read it back.
     dd.save_to_disk(str(tmp / "data"), num_shards={s: 1 for s in ALL_SPLITS if not splits[s]})
     atomic_write_json(tmp / "manifest.json", manifest)
-    atomic_write_text(tmp / "README.md", dataset_card(manifest, spec.card_notes))
+    atomic_write_text(tmp / "README.md", dataset_card(manifest, notes))
+
+
+def root_label(root: Path | None) -> str:
+    """How the user named the root folder, for messages: ``--out DIR`` or ``LFB_HOME=DIR``."""
+    return f"--out {root}" if root is not None else f"LFB_HOME={lfb_home()}"
+
+
+def check_snapshot_name(name: str) -> None:
+    """A snapshot name must be one folder name inside the snapshots folder (``--name ../../x`` is refused)."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        raise InputError(
+            f"--name {name!r} is not a snapshot name: use letters, digits, '.', '_', '+' and '-' only, starting "
+            "with a letter or digit, without '/' or '..' (the snapshot is written under $LFB_HOME/snapshots/NAME), "
+            "e.g. --name biorxiv-2024-09"
+        )
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
     try:
-        publish_dir(tmp, final)
-    except FileExistsError:  # another process published the same name meanwhile
-        return BuildResult(final, read_manifest(final), created=False)
-    return BuildResult(final, manifest, created=True)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's process, or not a pid we can check: keep its folder
+    return True
+
+
+def remove_stale_tmp(folder: Path) -> list[Path]:
+    """Delete ``.tmp-*`` build folders whose building process is gone (killed, or failed on a full disk)."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for child in folder.iterdir():
+        m = _TMP.match(child.name)
+        if m and child.is_dir() and not _pid_alive(int(m[1])):
+            shutil.rmtree(child, ignore_errors=True)
+            log.info("removed %s, left by an interrupted snapshot build", child)
+            removed.append(child)
+    return removed
 
 
 def _mean_sd(values: list[int]) -> dict[str, float]:
@@ -201,11 +272,141 @@ def _manifest(spec, name, splits, rejected, digest, n_in, tokenizer_info) -> dic
 def read_manifest(path: Path) -> dict[str, Any]:
     file = Path(path) / "manifest.json"
     try:
-        return json.loads(file.read_text())
+        manifest = json.loads(file.read_text())
     except FileNotFoundError:
         raise SnapshotError(f"{path} is not a snapshot: it has no manifest.json (an interrupted build?)") from None
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(f"{file} is not valid JSON ({exc}); rebuild the snapshot") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"snapshot {path} is damaged: {file} is not valid JSON ({exc}). "
+                            + rebuild_hint(path)) from None
+    except OSError as exc:
+        raise SnapshotError(f"cannot read {file} ({exc.strerror or exc}). " + rebuild_hint(path)) from None
+    if not isinstance(manifest, dict):
+        raise SnapshotError(f"snapshot {path} is damaged: {file} is not a JSON object. " + rebuild_hint(path))
+    return manifest
+
+
+def rebuild_hint(path: Path, manifest: dict[str, Any] | None = None) -> str:
+    """How to rebuild the snapshot at ``path``: delete it and run the command that builds it again."""
+    path = Path(path)
+    m = manifest or {}
+    root = path.parent.parent if path.parent.name == "snapshots" else None
+    out = [] if root is None or root.resolve() == lfb_home().resolve() else ["--out", str(root)]
+    window, sources = m.get("window") or {}, m.get("sources") or {}
+    if m.get("synthetic") or m.get("dataset") == "demo" or (not m and path.name.startswith("demo")):
+        cmd = ["lfb", "data", "demo", *out]
+    elif window.get("since") and window.get("until") and sources:
+        cmd = ["lfb", "refresh", "--sources", ",".join(sources), "--since", str(window["since"]),
+               "--until", str(window["until"]), "--name", path.name, *out]
+        if window.get("public_since") != _months_back(window["since"], 1):
+            cmd += ["--public-months", str(_months_between(window.get("public_since"), window["since"]))]
+        tokenizer = (m.get("span") or {}).get("tokenizer")
+        if tokenizer and tokenizer != "gpt2":
+            cmd += ["--span-tokenizer", str(tokenizer)]
+    else:
+        return (f"Delete {path} and build it again (`lfb refresh` with the options it was built with, or "
+                "`lfb data demo` for the demo).")
+    return (f"Delete the folder ({shlex.join(['rm', '-r', str(path)])}) and rebuild it: `{shlex.join(cmd)}`"
+            + (" (the raw responses are cached, so nothing is downloaded again)." if cmd[1] == "refresh" else "."))
+
+
+def _months_back(iso_day: str, months: int) -> str | None:
+    try:
+        day = dt.date.fromisoformat(str(iso_day))
+    except ValueError:
+        return None
+    index = day.year * 12 + day.month - 1 - months
+    return dt.date(index // 12, index % 12 + 1, 1).isoformat()
+
+
+def _months_between(public_since: str | None, since: str) -> int:
+    if not public_since:
+        return 0
+    a, b = dt.date.fromisoformat(str(public_since)), dt.date.fromisoformat(str(since))
+    return (b.year * 12 + b.month) - (a.year * 12 + a.month)
+
+
+def check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """Refuse a manifest that cannot describe a snapshot (missing keys, a reversed window)."""
+    missing = [k for k in ("name", "dataset", "window", "counts", "content_sha256") if k not in manifest]
+    problem = f"it lacks {', '.join(missing)}" if missing else None
+    if problem is None:
+        try:
+            Window.from_dict(manifest["window"])
+        except (InputError, TypeError, AttributeError) as exc:
+            problem = f"its window is invalid: {exc}"
+    if problem:
+        raise SnapshotError(f"snapshot {path}: manifest.json is edited or damaged ({problem}). "
+                            + rebuild_hint(path, manifest))
+
+
+def read_snapshot_data(path: Path) -> tuple[dict[str, Any], Any]:
+    """The checked manifest and the ``DatasetDict`` of the snapshot at ``path``; damage raises :class:`SnapshotError`."""
+    import pyarrow as pa
+    from datasets import load_from_disk
+
+    path = Path(path)
+    manifest = read_manifest(path)
+    check_manifest(manifest, path)
+    try:
+        dd = load_from_disk(str(path / "data"))
+    except FileNotFoundError:
+        raise SnapshotError(f"snapshot {path} has a manifest but no readable data/ folder. "
+                            + rebuild_hint(path, manifest)) from None
+    except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
+        raise SnapshotError(f"snapshot {manifest['name']!r} at {path} is damaged: its data files cannot be read "
+                            f"({type(exc).__name__}: {str(exc)[:200]}). " + rebuild_hint(path, manifest)) from None
+    missing = [s for s in ALL_SPLITS if s not in dd]
+    if missing:
+        raise SnapshotError(f"snapshot {path} lacks the split(s) {', '.join(missing)}. " + rebuild_hint(path, manifest))
+    counts = (manifest["counts"] or {}).get("clients", {}) if isinstance(manifest["counts"], dict) else {}
+    wrong = [f"{s} has {len(dd[s])} clients, the manifest says {counts[s]}"
+             for s in ALL_SPLITS if s in counts and counts[s] != len(dd[s])]
+    if wrong:
+        raise SnapshotError(f"snapshot {manifest['name']!r} at {path} is damaged: {'; '.join(wrong)}. "
+                            + rebuild_hint(path, manifest))
+    return manifest, dd
+
+
+def _rows(table) -> Iterable[dict[str, Any]]:
+    """The rows of a split as built (for :func:`content_hash`), read in Arrow batches."""
+    for batch in table.with_format("arrow").iter(batch_size=2048):
+        yield from batch.to_pylist()
+
+
+def _file_stats(path: Path) -> dict[str, list[int]]:
+    files = [path / "manifest.json", *sorted(p for p in (path / "data").rglob("*") if p.is_file())]
+    return {f.relative_to(path).as_posix(): [(st := f.stat()).st_size, st.st_mtime_ns] for f in files}
+
+
+def verify_snapshot(fd, root: Path | None = None) -> bool:
+    """Check that a loaded snapshot's data hashes to its manifest's ``content_sha256``.
+
+    The hash is computed once; the sizes and modification times of its files are then remembered in
+    ``snapshots/.verified/`` so later loads only stat the files. Returns True when it hashed, False when the
+    remembered check still held. A mismatch raises :class:`SnapshotError` saying how to rebuild.
+    """
+    path, manifest = Path(fd.path), fd.manifest
+    claimed = manifest.get("content_sha256")
+    stats = _file_stats(path)
+    cache = snapshots_dir(root) / ".verified" / f"{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:20]}.json"
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = None
+    if isinstance(known, dict) and known.get("content_sha256") == claimed and known.get("files") == stats:
+        return False
+    actual = content_hash({s: _rows(fd[s].table) for s in ALL_SPLITS})
+    if actual != claimed:
+        raise SnapshotError(
+            f"snapshot {manifest.get('name')!r} at {path} does not match its manifest: its data hashes to "
+            f"{actual[:16]}… but manifest.json says content_sha256 {str(claimed)[:16]}… (a data file was edited or "
+            "damaged), so an entry could not say truthfully which data it used. " + rebuild_hint(path, manifest)
+        )
+    try:
+        atomic_write_json(cache, {"path": str(path.resolve()), "content_sha256": claimed, "files": stats})
+    except OSError as exc:  # a read-only LFB_HOME: verify again next time
+        log.debug("cannot remember the verification of %s: %s", path, exc)
+    return True
 
 
 def dataset_card(manifest: dict[str, Any], notes: str = "") -> str:
@@ -261,7 +462,12 @@ def list_snapshots(root: Path | None = None) -> list[dict[str, Any]]:
     if folder.is_dir():
         for child in folder.iterdir():
             if child.is_dir() and not child.name.startswith(".") and (child / "manifest.json").is_file():
-                manifest = read_manifest(child)
+                try:
+                    manifest = read_manifest(child)
+                    check_manifest(manifest, child)
+                except SnapshotError as exc:  # one damaged snapshot must not hide the others
+                    log.warning("skipping %s: %s", child, exc)
+                    continue
                 out.append({**manifest, "path": str(child)})
     out.sort(key=lambda m: m.get("created_at") or "", reverse=True)
     return out

@@ -60,6 +60,18 @@ class Window:
             raise InputError(f"--public-months {public_months} must be 0 or more")
         return cls(start, end, _months_before(start, public_months) if public_months else None)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Window":
+        """The inverse of :meth:`to_dict` (a manifest's ``window``); raises :class:`InputError` if it is invalid."""
+        try:
+            public = data.get("public_since")
+            return cls(dt.date.fromisoformat(data["since"]), dt.date.fromisoformat(data["until"]),
+                       dt.date.fromisoformat(public) if public else None)
+        except InputError:  # a reversed window: the message says which dates
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"the window {data!r} is not since/until ISO dates ({exc})") from None
+
     def classify(self, day: dt.date) -> str | None:
         """'private', 'public', or None (outside both periods)."""
         if self.since <= day <= self.until:
