@@ -30,6 +30,7 @@ from largefedbench.contract import Artifact, Method, PublicResources, config_to_
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
+from largefedbench.synthetic.rounds import cohort_fields, record_unreleased, unreleased_path
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 
@@ -42,8 +43,9 @@ class DPFedAvgConfig:
 
     ``max_local_steps`` caps each client's local steps (None: every batch of ``local_epochs`` epochs);
     ``vectorize`` trains the cohort with vmap instead of a per-client loop (the faster one on the 2-core CPU
-    of tests/methods/test_bench_cohort_update.py); ``record_update_norms`` adds the mean raw update norm and
-    the fraction clipped to the history — computed from unnoised updates, so NOT covered by the ε of the run.
+    of tests/methods/test_bench_cohort_update.py); ``record_update_norms`` writes the mean raw update norm and
+    the fraction clipped per round to the run folder's ``unreleased-diagnostics.json`` — computed from un-noised
+    updates, so NOT covered by the ε of the run and never written into the history or the entry.
     """
 
     rounds: int = 20
@@ -88,6 +90,8 @@ class DPFedAvg(Method):
         n = fed.n_clients
         q = min(1.0, cfg.clients_per_round / n)
         sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=q, steps=cfg.rounds), n_clients=n)
+        if cfg.record_update_norms:
+            unreleased_path(public)  # fails now, not after the first round, if the run has no folder
         model = public.models.new_downstream()
         trainer = CohortTrainer(model, public.models.tokenizer, cfg.local())
         weights = flat_weights(model)
@@ -110,7 +114,9 @@ class DPFedAvg(Method):
             else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
                 updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
                                               download_floats=weights.numel())
-            row = {"cohort_size": len(cohort), **(update_norm_stats(updates, cfg.clip) if cfg.record_update_norms else {})}
+            if cfg.record_update_norms:
+                record_unreleased(public, r, update_norm_stats(updates, cfg.clip))
+            row = cohort_fields(cohort, n)  # the expected cohort size: the exact Poisson count is not released
             noisy = fed.noisy_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
             weights = weights + cfg.server_lr * noisy.to(weights) / (q * n)
             load_flat_weights(model, weights)

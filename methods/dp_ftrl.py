@@ -42,6 +42,7 @@ from largefedbench.contract import Artifact, Method, PublicResources, config_to_
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation, TreePrefixSum
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
+from largefedbench.synthetic.rounds import record_unreleased, unreleased_path
 
 __all__ = ["DPFTRL", "DPFTRLConfig", "ftrl_weights"]
 
@@ -110,6 +111,8 @@ class DPFTRL(Method):
         epochs = math.ceil(cfg.rounds / rounds_per_epoch)
         plan_epochs = cfg.rounds if cfg.calibrate_as_paper else epochs
         sigma = budget.calibrate(TreeAggregationEvent(1.0, rounds_per_epoch, epochs=plan_epochs), n_clients=n)
+        if cfg.record_update_norms:
+            unreleased_path(public)  # fails now, not after the first round, if the run has no folder
         model = public.models.new_downstream()
         trainer = CohortTrainer(model, public.models.tokenizer, cfg.local())
         weights = flat_weights(model)
@@ -140,8 +143,10 @@ class DPFTRL(Method):
             else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
                 updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
                                               download_floats=weights.numel())
-            row = {"cohort_size": len(cohort), "epoch": (r - 1) // rounds_per_epoch + 1,
-                   **(update_norm_stats(updates, cfg.clip) if cfg.record_update_norms else {})}
+            if cfg.record_update_norms:
+                record_unreleased(public, r, update_norm_stats(updates, cfg.clip))
+            # the cohort size is fixed by the design (B clients of a shuffled epoch), a public count
+            row = {"cohort_size": len(cohort), "epoch": (r - 1) // rounds_per_epoch + 1}
             prefix = fed.noisy_prefix_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort, tree=tree)
             weights, buffer = ftrl_weights(theta0, buffer, prefix.to(weights), lr=cfg.server_lr,
                                            momentum=cfg.server_momentum, per_round=per_round)

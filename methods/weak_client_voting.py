@@ -199,18 +199,14 @@ class WeakClientVoting(Method):
         train_strong = generator_update(server.adapter, tok, settings, seed=public.seed,
                                         prefixes=lambda cohort: [prompts[c] for c in own_code[cohort.indices]])
 
-        trained: dict[int, int] = {}
-
         def strong_update(cohort, spans):  # weak members of the cohort do not train
             mask = strong[cohort.indices]
-            trained[int(cohort.round)] = int(mask.sum())
             return train_strong(cohort, [s if m else [] for s, m in zip(spans, mask)])
 
         history = train_adapter(fed, public, server, sigma, strong_update, desc="weak-client voting: strong clients",
                                 rate=q, expected_clients=q * strong.sum())
-        for record in history:
-            if record["round"] in trained:
-                record["strong_clients"] = trained[record["round"]]
+        for record in history:  # the exact number of strong clients in a Poisson cohort is not released
+            record["expected_strong_clients"] = round(float(q * strong.sum()), 6)
 
         cohort = fed.everyone()
         profiles = fed.map(cohort, batch_fn=lambda spans: one_hot(own_code[cohort.indices], len(codes)))

@@ -34,6 +34,7 @@ import torch
 
 from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.synthetic.rounds import cohort_fields
 
 __all__ = [
     "AdapterVector",
@@ -294,7 +295,7 @@ def run_round(fed, server: FedAvgServer, sigma: float, client_update: Callable[[
     deltas = fed.map(cohort, batch_fn=batch_fn, download_floats=width)
     noisy = fed.noisy_sum(deltas, clip=settings.clip, noise_multiplier=sigma, cohort=cohort)
     norm = server.step(noisy, q * fed.n_clients if expected_clients is None else expected_clients)
-    return {"round": int(cohort.round), "clients": len(cohort), "noisy_update_norm": round(norm, 6)}
+    return {"round": int(cohort.round), **cohort_fields(cohort, fed.n_clients), "noisy_update_norm": round(norm, 6)}
 
 
 def generator_update(adapter: AdapterVector, tokenizer, settings: DPFedAvg, *, seed: int,

@@ -5,6 +5,7 @@ kill, and a gain over the public model at a large ε."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -22,9 +23,11 @@ from largefedbench.methods.dp_fedavg import DPFedAvg
 
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
+from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.federation import Federation, clip_rows
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
+from largefedbench.synthetic.rounds import UNRELEASED_FILE
 
 DELTA = 1e-5
 N_VALIDATION = 120
@@ -115,7 +118,8 @@ def test_ledger_holds_the_calibrated_rounds(large_eps_run):
     assert fed.ledger.events == (PoissonGaussianEvent(sigma, q, cfg.rounds),)
     assert 0.98 * budget.epsilon <= fed.ledger.epsilon(DELTA) <= budget.epsilon
     assert [r["round"] for r in artifact.history] == [0, 1, 2, 3]
-    assert all(abs(r["cohort_size"] - q * fed.n_clients) < 40 for r in artifact.history[1:])
+    assert all(r["expected_clients"] == pytest.approx(q * fed.n_clients) for r in artifact.history[1:])
+    assert all(abs(r["clients"] - q * fed.n_clients) < 40 for r in fed.costs.rounds)  # federation-side, unpublished
     assert fed.costs.summary()["floats_down_per_client_per_round"] == flat_weights(artifact.model).numel()
 
 
@@ -132,12 +136,29 @@ def test_server_step_adds_the_calibrated_noise(tiny, tmp_path):
     assert noise.std().item() == pytest.approx(expected, rel=0.02)
 
 
+def test_raw_update_norms_and_poisson_cohort_sizes_stay_out_of_the_history(tiny, tmp_path):
+    """Un-noised statistics are not in the history (published in the entry): the raw update norms go to the run
+    folder's unreleased-diagnostics file, and a Poisson cohort is described by its expected size only."""
+    fed = Federation(subset(tiny, 30), seed=0)
+    cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=2, clients_per_round=10, max_local_steps=1,
+                              record_update_norms=True)
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(8.0, 1e-3))
+    published = json.dumps([artifact.history[1:], artifact.info])  # round 0 (the public model) has no cohort
+    for leak in ("mean_update_norm", "fraction_clipped", "cohort_size", '"clients"'):
+        assert leak not in published
+    assert [r["expected_clients"] for r in artifact.history[1:]] == [pytest.approx(10.0)] * 2
+    rows = json.loads((tmp_path / UNRELEASED_FILE).read_text())
+    assert [r["round"] for r in rows] == [1, 2] and all(0 <= r["fraction_clipped"] <= 1 for r in rows)
+    with pytest.raises(InputError, match="run folder"):
+        DPFedAvg().train(Federation(subset(tiny, 30), seed=0), public_for(tiny, None), cfg, PrivacyBudget(8.0, 1e-3))
+
+
 def test_an_empty_cohort_still_counts_as_a_round(tiny, tmp_path):
     fed = Federation(subset(tiny, 30), seed=0)
     cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=4, clients_per_round=1)
     artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(8.0, 1e-3))
-    sizes = [r["cohort_size"] for r in artifact.history[1:]]
-    assert 0 in sizes and any(sizes)  # seed 0 draws an empty and a non-empty cohort
+    sizes = [r["clients"] for r in fed.costs.rounds]  # federation-side counts, never in the history
+    assert len(artifact.history) == 5 and 0 in sizes and any(sizes)  # seed 0 draws an empty and a non-empty cohort
     assert fed.ledger.events == (PoissonGaussianEvent(artifact.info["sigma"], 1 / 30, 4),)
 
 
