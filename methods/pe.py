@@ -21,8 +21,13 @@ Deviations from PrE-Text / the paper:
 
 - Votes are per-client unit-normalised histograms (DPSDA's ``vote_normalization_level="client"``), so the noise is
   σ·1 for a user-level guarantee; PrE-Text counted per-sample votes with sensitivity = max samples per client and
-  added 1.541·√2·sensitivity·σ noise (popri-reference.md §3a). The threshold H = 0.1626 (App. C.3) is in these
-  vote units. If no candidate survives the threshold, selection falls back to uniform (recorded in history).
+  added 1.541·√2·sensitivity·σ noise (popri-reference.md §3a).
+- Threshold: PrE-Text's rule H = 4 · H_multiplier · sensitivity · σ, i.e. it scales with the noise; the POPri
+  paper's "H = 0.1626" (App. C.3) is read as H_multiplier (``threshold_multiplier``) and the sensitivity is 1 (unit
+  client votes), so H = 0.6504·σ (12.6 votes at ε = 1, σ = 19.3). PrE-Text's code divides by a noise std of
+  1.541·√2·σ and uses H_multiplier 0.25; ours adds N(0, σ²). The absolute H is in the entry's info
+  (``threshold``, ``threshold_rule``). If no candidate survives the threshold, selection falls back to uniform
+  (recorded in history).
 - Variation: the paper profile uses PrE-Text's masked-LM operator with ``roberta-large`` (mask 0.3, 2 passes,
   sequential fills, see ``synthetic.variation``); ``variation_model=None`` (the tiny profile) re-samples the last
   30% of each candidate's tokens with the profile's generator instead. Look-ahead degree 4 as PrE-Text (0 in the
@@ -57,6 +62,7 @@ from largefedbench.synthetic.rounds import (
     BestCheckpoint,
     Timer,
     chunks,
+    cohort_fields,
     draw_cohort,
     fid_to,
     noise_for_rounds,
@@ -72,6 +78,9 @@ from largefedbench.synthetic.variation import (
     suffix_variation,
 )
 
+#: PrE-Text's ``H_multiplier``: POPri App. C.3's "H = 0.1626", the threshold being H = 4 · H_multiplier · σ.
+H_MULTIPLIER = 0.1626
+
 PAPER_PE = ("Hou, Shrivastava, Zhan et al., 'PrE-Text: Training Language Models on Private Federated Data in the Age of "
             "LLMs', ICML 2024; as run in Hou et al., ICML 2025 (POPri), App. C.3")
 PAPER_PE_SFT = "Hou, Wang, Zhu, Lazar, Fanti, 'Private Federated Learning using Preference-Optimized Synthetic Data', ICML 2025, §3 and Table 1 (PE + SFT)"
@@ -79,14 +88,14 @@ PAPER_PE_SFT = "Hou, Wang, Zhu, Lazar, Fanti, 'Private Federated Learning using 
 
 @dataclass(frozen=True)
 class PEConfig:
-    """PrE-Text's settings as in POPri App. C.3 (T = 20, N_syn = 1024, H = 0.1626, all-MiniLM-L6-v2) and the PrE-Text
-    code (look-ahead 4, roberta-large mask-fill with mask fraction 0.3 and 2 passes over 64 tokens, > 20-word public
-    seeds, expansion prompts of 3 examples, temperature 1.0, top-p 1.0, > 3-word outputs); 64 new tokens,
-    1,000,000 final samples (POPri App. B.1)."""
+    """PrE-Text's settings as in POPri App. C.3 (T = 20, N_syn = 1024, H_multiplier = 0.1626 so that the threshold is
+    H = 4 · 0.1626 · σ, all-MiniLM-L6-v2) and the PrE-Text code (look-ahead 4, roberta-large mask-fill with mask
+    fraction 0.3 and 2 passes over 64 tokens, > 20-word public seeds, expansion prompts of 3 examples, temperature
+    1.0, top-p 1.0, > 3-word outputs); 64 new tokens, 1,000,000 final samples (POPri App. B.1)."""
 
     rounds: int = 20
     n_synthetic: int = 1024
-    threshold: float = 0.1626
+    threshold_multiplier: float = H_MULTIPLIER
     lookahead: int = 4
     variation_model: str | None = "roberta-large"
     mask_fraction: float = 0.3
@@ -105,8 +114,8 @@ class PEConfig:
     def __post_init__(self) -> None:
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens) < 1:
             raise InputError("rounds, n_synthetic, n_final and max_new_tokens must be >= 1")
-        if not 0 < self.mask_fraction < 1 or self.threshold < 0 or self.lookahead < 0:
-            raise InputError("mask_fraction must be in (0, 1); threshold and lookahead must be >= 0")
+        if not 0 < self.mask_fraction < 1 or not self.threshold_multiplier >= 0 or self.lookahead < 0:
+            raise InputError("mask_fraction must be in (0, 1); threshold_multiplier and lookahead must be >= 0")
 
     @classmethod
     def tiny(cls) -> PEConfig:
@@ -118,12 +127,12 @@ class PEConfig:
 @dataclass(frozen=True)
 class PESFTConfig:
     """PE+SFT (POPri §3, Table 1): PE's histogram, threshold and selection as in App. C.3 (T = 20, N_syn = 1024,
-    H = 0.1626), the generator fine-tuned on the selected samples; LoRA r 4 / α 8 as POPri; SFT lr, epochs and batch
-    are our choice (the paper gives none)."""
+    H = 4 · 0.1626 · σ), the generator fine-tuned on the selected samples; LoRA r 4 / α 8 as POPri; SFT lr, epochs
+    and batch are our choice (the paper gives none)."""
 
     rounds: int = 20
     n_synthetic: int = 1024
-    threshold: float = 0.1626
+    threshold_multiplier: float = H_MULTIPLIER
     clients_per_round: int | None = None
     examples_per_prompt: int = 3
     max_new_tokens: int = 64
@@ -142,14 +151,24 @@ class PESFTConfig:
     def __post_init__(self) -> None:
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens, self.sft_epochs, self.sft_batch_size) < 1:
             raise InputError("rounds, n_synthetic, n_final, max_new_tokens, sft_epochs and sft_batch_size must be >= 1")
-        if self.threshold < 0:
-            raise InputError("threshold must be >= 0")
+        if not self.threshold_multiplier >= 0:
+            raise InputError(f"threshold_multiplier={self.threshold_multiplier} must be >= 0 (H = 4 · multiplier · σ)")
 
     @classmethod
     def tiny(cls) -> PESFTConfig:
         """CPU settings for the demo and the tiny profile: 3 rounds of 64 samples, SFT lr 2e-3 for a 0.3M-parameter
         generator (batch 8), 2 examples per prompt, 256 final samples."""
         return cls(rounds=3, n_synthetic=64, examples_per_prompt=2, sft_lr=2e-3, sft_batch_size=8, n_final=256)
+
+
+def vote_threshold(sigma: float, multiplier: float = H_MULTIPLIER, sensitivity: float = 1.0) -> float:
+    """PrE-Text's histogram threshold H = 4 · H_multiplier · sensitivity · σ: it scales with the noise, so a candidate
+    that got no votes keeps a weight only when its noise N(0, σ²) exceeds 4 · multiplier standard deviations (0.65
+    at the default 0.1626: about a quarter of noise-only candidates, against half with an absolute H of 0.1626)."""
+    return 4.0 * float(multiplier) * float(sensitivity) * float(sigma)
+
+
+THRESHOLD_RULE = "H = 4 · threshold_multiplier · sensitivity · σ (PrE-Text), sensitivity 1 (unit-normalised client votes)"
 
 
 def select(noisy: np.ndarray, threshold: float, n: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
@@ -167,7 +186,7 @@ def _vote_round(fed, cohort, emb: np.ndarray, sigma: float, threshold: float, n:
     votes = fed.map_embeddings(cohort, nn_votes(emb), download_floats=int(emb.size))
     noisy = fed.noisy_sum(votes, clip=1.0, noise_multiplier=sigma, cohort=cohort)
     picked, uniform = select(noisy, threshold, n, rng)
-    stats = {"clients": len(cohort), "above_threshold": int((noisy > threshold).sum()), "uniform_fallback": uniform,
+    stats = {**cohort_fields(cohort, fed.n_clients), "above_threshold": int((noisy > threshold).sum()), "uniform_fallback": uniform,
              "distinct_selected": len(np.unique(picked))}
     return picked, stats
 
@@ -182,6 +201,7 @@ class PrivateEvolution(Method):
     def train(self, fed, public: PublicResources, cfg: PEConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer
         sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
+        threshold = vote_threshold(sigma, cfg.threshold_multiplier)
         examples = public_examples(public, min_words=cfg.min_words, minimum=1)
         validation = public.validation_embeddings()
         generator = bundle.new_generator()
@@ -216,7 +236,7 @@ class PrivateEvolution(Method):
                     plain = embedder(population)
                     emb = plain if cfg.lookahead == 0 else lookahead_embeddings(
                         population, vary, embedder, degree=cfg.lookahead, seed=seed_for(public.seed, 3, r))
-                picked, stats = _vote_round(fed, cohort, emb, sigma, cfg.threshold, cfg.n_synthetic, public.rng(100 + r))
+                picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
                 selected = take(population, picked)
                 with server():
                     next_population = vary(selected, seed_for(public.seed, 4, r))
@@ -243,6 +263,7 @@ class PrivateEvolution(Method):
                 synthetic += [t for t in texts if len(t.split()) > cfg.min_output_words]
         artifact = Artifact.synthetic(
             synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds, n_seed_survivors=len(seeds),
+            threshold=threshold, threshold_rule=THRESHOLD_RULE,
             n_generated=n_generated, variation=cfg.variation_model or "generator suffix re-sampling",
             final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
         )
@@ -260,6 +281,7 @@ class PrivateEvolutionSFT(Method):
     def train(self, fed, public: PublicResources, cfg: PESFTConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer
         sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
+        threshold = vote_threshold(sigma, cfg.threshold_multiplier)
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
         validation = public.validation_embeddings()
         model = add_lora(bundle.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
@@ -293,7 +315,7 @@ class PrivateEvolutionSFT(Method):
                     fid_r = fid_to(emb, validation)
                     if cfg.early_stopping:
                         best.offer(fid_r, r, lora_state(model))
-                picked, stats = _vote_round(fed, cohort, emb, sigma, cfg.threshold, cfg.n_synthetic, public.rng(100 + r))
+                picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
                 keep = [i for i in picked if texts[i].strip()]
                 row = {"round": r, "fid": fid_r, "sigma": sigma, **stats}
                 with server():
@@ -324,6 +346,7 @@ class PrivateEvolutionSFT(Method):
             synthetic = [t for i, n in chunks(cfg.n_final) for t in sample(n, stream=10_000 + i)[2]]
         artifact = Artifact.synthetic(
             synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
+            threshold=threshold, threshold_rule=THRESHOLD_RULE,
             best_round=best.round if cfg.early_stopping else cfg.rounds,
             best_fid=best.fid if cfg.early_stopping else None,
             lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
