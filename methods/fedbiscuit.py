@@ -17,18 +17,22 @@ AdamW steps, the clipped Δ summed through ``fed.noisy_sum``, the mean applied (
 
 **FedBiscuit** (§5, Alg. 1): U selectors. Warm-up: selector u is trained alone for T rounds, u = 0..U−1. Then every τ
 rounds the clients are regrouped, and in each round every cohort client trains its own group's selector; its Δ sits
-in its group's slot of a U-slot vector, so one ``noisy_sum`` releases all U sums without telling the server who is in
-which group; selector u moves by its slot's sum / N_u (Eq. 6).
+in its group's slot of a U-slot vector, so one ``noisy_sum`` releases all U sums; selector u moves by its slot's sum
+/ M (Eq. 6 with the paper's uniform weights p_m = 1/M, as the reference aggregator's ``1 / num_clients``;
+``selector_weights="group"`` divides by the group size N_u instead).
 
 *Grouping made private.* The paper collects every client's U validation losses in the clear and runs a balanced
-greedy assignment. Here the losses never leave the client: for U−1 steps, every unassigned client proposes the open
-selector with its lowest validation loss (a one-hot vector), the proposals are summed through ``noisy_sum``
-(``fed.everyone()``, q = 1, σ_g), the server picks the selector with the most proposals and its capacity
-⌈unassigned/open⌉, and each proposer of that selector joins it with probability capacity / proposals (the client's own
-coin, in place of the paper's "keep the first n of a shuffled list"); the last selector takes the rest. The server
-estimates the group sizes N_u from the noisy counts. σ_g is set so that the grouping releases alone would be
-(``grouping_budget_share``·ε, δ)-DP (analytic Gaussian); the DP-FedAvg σ is calibrated so that the whole ledger —
-warm-up rounds, grouping releases, clustered rounds, in order — meets (ε, δ).
+greedy assignment (the reference's ``check_and_grouping``). Here the losses never leave the client: each client
+releases its ranking of the selectors as a unit vector (its negative losses, centred and normalised), all clients'
+vectors side by side in one ``noisy_sum`` (``fed.everyone()``, q = 1, σ_g, sensitivity 1: a client only writes its
+own slot), and the server runs the reference's balanced greedy assignment on the noisy rankings, in a public seeded
+client order (the reference's shuffle). The groups are therefore exactly balanced (Eq. 5: sizes ⌈M/U⌉ or ⌊M/U⌋,
+known from M alone), and each client's group is a function of the noisy release only; with no noise it is the
+reference's grouping. σ_g is set so that the grouping releases alone would be (``grouping_budget_share``·ε, δ)-DP
+(analytic Gaussian); the DP-FedAvg σ is calibrated so that the whole ledger — warm-up rounds, grouping releases,
+clustered rounds, in order — meets (ε, δ). At small ε the per-client rankings are mostly noise, so the grouping
+tends to the reference's on random losses (balanced, not preference-driven); the release costs M·U floats per
+client (its row in an M·U vector).
 
 **RLHF** (App. A.2, §5 "majority voting"): the server generates ``n_completions`` completions per public prompt with
 the generator (temperature 0.7), forms all C(n, 2) pairs, labels each by the majority vote of the U selectors (U = 1
@@ -46,7 +50,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -64,17 +68,18 @@ from largefedbench.synthetic.dp_finetune import (
 )
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for
-from largefedbench.synthetic.histograms import one_hot
 from largefedbench.synthetic.prompts import build_prompts
-from largefedbench.synthetic.rounds import public_examples
+from largefedbench.synthetic.rounds import cohort_fields, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",
-           "client_pair_indices", "client_preferences", "grouping_step", "majority_vote", "private_grouping"]
+           "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step", "majority_vote",
+           "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
     ("user-level DP added (the paper has none): clipped selector updates through noisy_sum with Poisson cohorts, and "
-     "FedBiscuit's grouping through noisy counts of each client's best selector instead of clear validation losses"),
+     "FedBiscuit's grouping on each client's noisy selector ranking (one noisy_sum of unit vectors) instead of clear "
+     "validation losses"),
     ("each client's preference pairs are server-generated candidates labelled by embedding similarity to the client's "
      "own spans (no human preferences exist in the benchmark's data); the selector prompt holds the two texts only"),
     ("the selector is a LoRA adapter on the profile's generator (the paper: Qwen-2-0.5B, Gemma-2B or LLaMA-2-7B); "
@@ -85,6 +90,7 @@ DEVIATIONS = (
      "sampled from the DPO'd generator and scored by downstream next-token accuracy"),
 )
 
+SELECTOR_WEIGHTS = ("uniform", "group")  # Eq. 6's p_m: 1/M (paper, reference) or 1/N_u (ours)
 TEMPLATE_A, TEMPLATE_B, TEMPLATE_END = "Text A: ", "\nText B: ", "\nWhich text is more like your own documents? Answer:"
 CHOICES = (" A", " B")
 
@@ -148,12 +154,14 @@ class FedBisConfig:
 class FedBiscuitConfig(FedBisConfig):
     """FedBiscuit on top of FedBis's settings (App. B.2 "Special Setting for FedBiscuit"): U = 3 selectors, 50 warm-up
     rounds each (counted in the 500), regrouping every 50 rounds. ``grouping_budget_share`` (ours) is the share of ε the
-    private grouping releases would spend alone."""
+    private grouping releases would spend alone. ``selector_weights`` is p_m of Eq. 6: "uniform" (1/M, the paper and
+    the reference aggregator, default) or "group" (1/N_u, ours: each group a FedAvg of its own members)."""
 
     n_selectors: int = 3
     warmup_rounds: int = 50
     regroup_every: int = 50
     grouping_budget_share: float = 0.1
+    selector_weights: Literal["uniform", "group"] = "uniform"
 
     def __post_init__(self) -> None:
         if self.n_selectors < 1 or self.warmup_rounds < 1 or self.regroup_every < 1:
@@ -163,6 +171,9 @@ class FedBiscuitConfig(FedBisConfig):
                              "rounds (they count in the total, App. B.2)")
         if not 0 < self.grouping_budget_share < 1:
             raise InputError(f"grouping_budget_share={self.grouping_budget_share} must be in (0, 1)")
+        if self.selector_weights not in SELECTOR_WEIGHTS:
+            raise InputError(f"selector_weights={self.selector_weights!r}; choose 'uniform' (p_m = 1/M, Eq. 6 as the "
+                             "paper) or 'group' (p_m = 1/N_u)")
 
     @classmethod
     def tiny(cls) -> FedBiscuitConfig:
@@ -287,41 +298,71 @@ def majority_vote(scores: np.ndarray) -> np.ndarray:
 
 
 # -- private balanced grouping ------------------------------------------------------------------------------
-def grouping_step(noisy_counts: np.ndarray, open_mask: np.ndarray, n_unassigned: float) -> tuple[int, int, float]:
-    """The server's decision at one grouping step: the open selector with the most (noisy) proposals, its capacity
-    ⌈unassigned / open⌉, and the probability with which each of its proposers joins it (capacity / proposals, ≤ 1)."""
-    counts = np.where(open_mask, np.asarray(noisy_counts, dtype=np.float64), -np.inf)
-    u = int(np.argmax(counts))
-    capacity = max(1, math.ceil(max(n_unassigned, 0.0) / int(open_mask.sum())))
-    keep = min(1.0, capacity / max(float(counts[u]), 1.0))
-    return u, capacity, keep
+def preference_scores(losses: np.ndarray) -> np.ndarray:
+    """Client side: each client's ranking of the selectors as a vector of L2 norm ≤ 1 — its negative validation
+    losses, centred and scaled to unit norm (a zero row when all its losses are equal). Order-preserving, so the
+    noise-free grouping is exactly the reference's on the losses."""
+    scores = -(np.asarray(losses, dtype=np.float64) - np.mean(losses, axis=1, keepdims=True))
+    norms = np.linalg.norm(scores, axis=1, keepdims=True)
+    return np.divide(scores, norms, out=np.zeros_like(scores), where=norms > 1e-12)
+
+
+def balanced_grouping(scores: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The reference's ``check_and_grouping`` (FedBiscuit §5 Step 2.1) on released scores (higher = preferred).
+
+    The clients, taken in the public shuffled ``order``, propose to their best open selector; the selector with the
+    most proposals (ties: the lowest index) keeps the first ⌈unassigned / open⌉ of them in that order and closes;
+    the rest propose to their next best open selector; repeat. Every group gets ⌈·⌉ or ⌊·⌋ of the clients, so
+    Eq. 5 (max − min ≤ 1) holds and the sizes depend on the number of clients only. Returns each client's group."""
+    n, n_sel = scores.shape
+    ranking = np.argsort(-np.asarray(scores, dtype=np.float64), axis=1, kind="stable")
+    nxt = np.zeros(n, dtype=np.int64)  # each client's position in its own ranking (the reference's iterator)
+    group = np.full(n, -1, dtype=np.int64)
+    proposals: dict[int, list[int]] = {u: [] for u in range(n_sel)}
+    senders = [int(c) for c in order]
+    unassigned = n
+    while unassigned > 0:
+        room = math.ceil(unassigned / len(proposals))
+        for c in senders:
+            u = int(ranking[c, nxt[c]])
+            nxt[c] += 1
+            while u not in proposals:
+                u = int(ranking[c, nxt[c]])
+                nxt[c] += 1
+            proposals[u].append(c)
+        best = max(proposals, key=lambda v: len(proposals[v]))  # first maximum: the lowest open index
+        kept, senders = proposals[best][:room], proposals[best][room:]
+        group[kept] = best
+        del proposals[best]
+        unassigned -= len(kept)
+    return group
 
 
 def private_grouping(losses: np.ndarray, release: Callable[[np.ndarray], np.ndarray],
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                     order: np.ndarray) -> np.ndarray:
     """FedBiscuit's balanced client grouping with the losses kept on the clients (see the module docstring).
 
-    ``losses`` (n, U) are the clients' own validation losses (client-side); ``release(proposals)`` returns the noisy
-    sum of the clients' one-hot proposals (``fed.noisy_sum``); ``rng`` draws the clients' own coins. Returns each
-    client's group (client-side) and the server's estimate of every group's size (public)."""
-    n, n_sel = losses.shape
-    group = np.full(n, -1, dtype=np.int64)
-    open_mask = np.ones(n_sel, dtype=bool)
-    sizes = np.zeros(n_sel)
-    unassigned = float(n)
-    for _ in range(n_sel - 1):
-        best = np.argmin(np.where(open_mask, losses, np.inf), axis=1)
-        noisy = np.asarray(release(one_hot(np.where(group < 0, best, -1), n_sel)), dtype=np.float64)
-        u, capacity, keep = grouping_step(noisy, open_mask, unassigned)
-        coins = rng.random(n)
-        group[(group < 0) & (best == u) & (coins < keep)] = u
-        sizes[u] = min(capacity, max(noisy[u], 0.0))
-        unassigned -= sizes[u]
-        open_mask[u] = False
-    last = int(np.flatnonzero(open_mask)[0])
-    group[group < 0] = last
-    sizes[last] = max(unassigned, 0.0)
-    return group, sizes
+    ``losses`` (n, U) are the clients' own validation losses (client-side); ``release(scores)`` returns the (n, U)
+    noisy release of their :func:`preference_scores` (one ``noisy_sum``, each client's row in its own slot);
+    ``order`` is the public shuffle. Returns each client's group, a function of the noisy release only."""
+    noisy = np.asarray(release(preference_scores(losses)), dtype=np.float64).reshape(losses.shape)
+    return balanced_grouping(noisy, order)
+
+
+def clustered_step(weights: list[torch.Tensor], noisy: torch.Tensor, n_clients: int, sizes: np.ndarray,
+                   rule: str = "uniform") -> list[torch.Tensor]:
+    """Eq. 6 on the released sums: φ_u ← (1 − Σ_{A_u} p_m) φ_u + Σ_{A_u} p_m φ_u^m = φ_u + Σ_{A_u} p_m Δ_m, where
+    ``noisy`` holds selector u's noisy Σ Δ in slot u. ``rule`` "uniform": p_m = 1/M (M = ``n_clients``; the paper's
+    uniform weights and the reference aggregator's ``1 / num_clients``); "group": p_m = 1/N_u (ours: each group
+    averages over its own members, a step about U times larger)."""
+    if rule not in SELECTOR_WEIGHTS:
+        raise InputError(f"selector_weights={rule!r}; choose one of {', '.join(SELECTOR_WEIGHTS)}")
+    d = weights[0].numel()
+    out = []
+    for u, w in enumerate(weights):
+        denominator = float(n_clients) if rule == "uniform" else float(sizes[u])
+        out.append(w + noisy[u * d : (u + 1) * d] / max(denominator, 1.0))
+    return out
 
 
 # -- the methods --------------------------------------------------------------------------------------------
@@ -443,9 +484,10 @@ class FedBiscuit(FedBis):
         return sum(1 for kind, _ in cfg.schedule() if kind == "group")
 
     def grouping_sigma(self, cfg, budget) -> float:
-        """σ_g such that the G grouping releases alone would be (``grouping_budget_share``·ε, δ)-DP: G Gaussian
-        releases of sensitivity 1 are one Gaussian of sensitivity √G, so σ_g = √G · analytic σ (Balle & Wang 2018)."""
-        releases = self.groupings(cfg) * (cfg.n_selectors - 1)
+        """σ_g such that the G grouping releases (one per regrouping) alone would be (``grouping_budget_share``·ε,
+        δ)-DP: G Gaussian releases of sensitivity 1 are one Gaussian of sensitivity √G, so σ_g = √G · analytic σ
+        (Balle & Wang 2018)."""
+        releases = self.groupings(cfg)
         if releases == 0:
             return 0.0
         return math.sqrt(releases) * analytic_gaussian_sigma(budget.epsilon * cfg.grouping_budget_share, budget.delta)
@@ -454,7 +496,7 @@ class FedBiscuit(FedBis):
         events = []
         for kind, _ in cfg.schedule():
             if kind == "group":
-                events += [PoissonGaussianEvent(sigma_g, 1.0, 1)] * (cfg.n_selectors - 1)
+                events.append(PoissonGaussianEvent(sigma_g, 1.0, 1))
             else:
                 events.append(PoissonGaussianEvent(sigma, cfg.sample_rate, 1))
         return events
@@ -471,8 +513,8 @@ class _SelectorTraining:
         self.n_sel = method.n_selectors(cfg)
         self.settings = cfg.fedavg(fed.n_clients)
         self.weights = [adapter.get() for _ in range(self.n_sel)]
-        self.group: np.ndarray | None = None  # client-side: each client's selector
-        self.sizes: np.ndarray | None = None  # public: the server's estimates of the group sizes
+        self.group: np.ndarray | None = None  # each client's selector (a function of the noisy release)
+        self.sizes: np.ndarray | None = None  # public: the group sizes (⌈n/U⌉ or ⌊n/U⌋ each)
         self.history: list[dict[str, Any]] = []
         self.pairs_total = cfg.pairs_per_client + cfg.validation_pairs
 
@@ -561,11 +603,10 @@ class _SelectorTraining:
         if single:  # Eq. 8: the mean of the participants' models
             self.weights[index] = self.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
             moved = [index]
-        else:  # Eq. 6: φ_u += Σ_{m ∈ A_u} Δ_m / N_u
+        else:  # Eq. 6: φ_u += Σ_{m ∈ A_u} p_m Δ_m
             moved = list(range(self.n_sel))
-            for u in moved:
-                self.weights[u] = self.weights[u] + noisy[u * d : (u + 1) * d] / max(float(self.sizes[u]), 1.0)
-        self.history.append({"phase": kind, "round": int(cohort.round), "clients": len(cohort),
+            self.weights = clustered_step(self.weights, noisy, fed.n_clients, self.sizes, cfg.selector_weights)
+        self.history.append({"phase": kind, "round": int(cohort.round), **cohort_fields(cohort, fed.n_clients),
                              "selectors": moved})
 
     def _regroup(self, index: int) -> None:
@@ -583,14 +624,31 @@ class _SelectorTraining:
         sign = np.where(val_labels == 0, 1.0, -1.0)
         losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +
                             np.logaddexp(0.0, sign * odds_ba[u][val_pairs])).mean(1) / 2 for u in range(self.n_sel)], axis=1)
-        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
-
-        def release(proposals: np.ndarray) -> np.ndarray:
-            return fed.noisy_sum(proposals, clip=1.0, noise_multiplier=self.sigma_g, cohort=cohort)
-
-        self.group, self.sizes = private_grouping(losses, release, rng)
+        shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
+        order = shuffle.permutation(len(cohort))  # public: the reference's random.shuffle of the clients
+        self.group = private_grouping(losses, lambda scores: self._release_scores(cohort, scores), order)
+        self.sizes = np.bincount(self.group, minlength=self.n_sel)
         self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
-                             "estimated_group_sizes": [round(float(s), 1) for s in self.sizes]})
+                             "group_sizes": self.sizes.tolist()})
+
+    def _release_scores(self, cohort, scores: np.ndarray) -> np.ndarray:
+        """One ``noisy_sum`` of the clients' score rows, client i's row in slot i of an n·U vector (so the sum is
+        every row plus N(0, σ_g²) noise; sensitivity 1), streamed in chunks of clients to bound memory."""
+        n, n_sel = scores.shape
+        offset = [0]
+
+        def batch_fn(spans: list[list[str]]) -> np.ndarray:
+            lo, m = offset[0], len(spans)
+            offset[0] += m
+            rows = np.zeros((m, n * n_sel), dtype=np.float32)
+            for k in range(m):
+                rows[k, (lo + k) * n_sel : (lo + k + 1) * n_sel] = scores[lo + k]
+            return rows
+
+        chunk = max(1, min(1024, (1 << 22) // max(n * n_sel, 1)))
+        total = self.fed.map_clipped_sum(cohort, batch_fn, clip=1.0, chunk_clients=chunk)
+        noisy = self.fed.noisy_sum(total, clip=1.0, noise_multiplier=self.sigma_g, cohort=cohort)
+        return np.asarray(noisy, dtype=np.float64).reshape(n, n_sel)
 
     def _model_with(self, u: int):
         self.adapter.set(self.weights[u])

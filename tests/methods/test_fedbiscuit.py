@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -14,49 +16,93 @@ from largefedbench.methods.fedbiscuit import (
     SelectorTask,
     client_pair_indices,
     client_preferences,
-    grouping_step,
+    balanced_grouping,
+    clustered_step,
     majority_vote,
+    preference_scores,
     private_grouping,
 )
 
 from largefedbench.contract import PublicResources
+from largefedbench.errors import InputError
 from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, epsilon_of
 
 
-def test_grouping_step_picks_the_most_proposed_open_selector_and_caps_it():
-    u, cap, keep = grouping_step(np.array([9.0, 3.0, 1.0]), np.array([True, True, True]), 9)
-    assert (u, cap) == (0, 3) and keep == pytest.approx(3 / 9)
-    u, cap, keep = grouping_step(np.array([9.0, 3.0, 1.0]), np.array([False, True, True]), 6)
-    assert (u, cap, keep) == (1, 3, 1.0)  # closed selectors are skipped; fewer proposals than room: all join
-    u, cap, keep = grouping_step(np.array([-2.0, -1.0]), np.array([True, True]), 1)
-    assert (u, cap, keep) == (1, 1, 1.0)  # negative noisy counts do not divide by zero
+def reference_check_and_grouping(losses: np.ndarray, senders: list[int]) -> dict[int, list[int]]:
+    """A transcription of the reference server's ``check_and_grouping`` (FederatedScope, LLMMultiLoRAServer), with
+    the shuffled sender list given instead of ``random.shuffle``."""
+    cur = {c: iter(sorted([(i, float(x)) for i, x in enumerate(row)], key=lambda t: t[1])) for c, row in enumerate(losses)}
+    num_adap, done = losses.shape[1], {}
+    grouping = {i: [] for i in range(num_adap)}
+    unassigned = len(senders)
+    while unassigned > 0:
+        max_size = math.ceil(unassigned / (num_adap - len(done)))
+        for sender in senders:
+            idx, _ = next(cur[sender])
+            while idx not in grouping:
+                idx, _ = next(cur[sender])
+            grouping[idx].append(sender)
+        best = [0, 0]
+        for idx, candidates in grouping.items():
+            if len(candidates) > best[1]:
+                best = [idx, len(candidates)]
+        idx = best[0]
+        done[idx], senders = grouping[idx][:max_size], grouping[idx][max_size:]
+        grouping.pop(idx)
+        unassigned -= len(done[idx])
+    return done
 
 
-def test_private_grouping_hand_case_with_distinct_preferences():
-    losses = np.array([[0.1, 0.5, 0.9], [0.2, 0.6, 0.8], [0.9, 0.1, 0.5], [0.8, 0.2, 0.6], [0.9, 0.5, 0.1], [0.7, 0.6, 0.2]])
-    releases = []
-
-    def release(proposals):
-        releases.append(proposals.copy())
-        return proposals.sum(0)  # noise-free
-
-    group, sizes = private_grouping(losses, release, np.random.default_rng(0))
-    assert group.tolist() == [0, 0, 1, 1, 2, 2]
-    assert sizes.tolist() == [2, 2, 2]
-    assert len(releases) == 2  # U - 1 releases
-    np.testing.assert_array_equal(releases[1][:2], 0)  # assigned clients propose nothing
-    assert np.all(np.linalg.norm(releases[0], axis=1) == 1)  # each client weighs 1
+@pytest.mark.parametrize("n", [100, 101, 7])
+def test_noise_free_grouping_is_balanced_and_equals_the_reference(n):
+    """Eq. 5: group sizes differ by at most one (the issue measured 47 / 26 / 27 for n = 100, U = 3 with the old
+    coin-based grouping); with no noise the groups are exactly the reference's for the same client order."""
+    rng = np.random.default_rng(n)
+    losses = rng.random((n, 3)) + np.array([0.0, 0.15, 0.3]) * rng.random((n, 1))  # selector 0 is the favourite
+    order = rng.permutation(n)
+    group = private_grouping(losses, lambda scores: scores, order)  # release without noise
+    sizes = np.bincount(group, minlength=3)
+    assert sorted(sizes.tolist()) == sorted([n // 3 + (k < n % 3) for k in range(3)])
+    expected = reference_check_and_grouping(losses, order.tolist())
+    assert {u: sorted(np.flatnonzero(group == u).tolist()) for u in range(3)} == {u: sorted(v) for u, v in expected.items()}
 
 
-def test_private_grouping_balances_a_crowded_favourite():
-    # everyone prefers selector 0, then 1, then 2: the server caps selector 0 at 6/3 = 2 and so on
-    losses = np.tile([0.1, 0.2, 0.3], (6, 1))
-    group, sizes = private_grouping(losses, lambda p: p.sum(0), np.random.default_rng(3))
-    assert sizes.tolist() == [2, 2, 2]  # the server's estimates: min(capacity, proposals)
-    assert set(group.tolist()) <= {0, 1, 2} and np.all(group >= 0)
-    many = [private_grouping(losses, lambda p: p.sum(0), np.random.default_rng(s))[0] for s in range(300)]
-    assert abs(np.mean([np.sum(g == 0) for g in many]) - 2.0) < 0.2  # each proposer keeps with prob 2/6
+def test_grouping_is_balanced_under_noise_and_releases_unit_rows():
+    rng = np.random.default_rng(0)
+    losses = rng.random((60, 5))
+    released = []
+
+    def release(scores):
+        released.append(scores)
+        return scores + rng.normal(0.0, 20.0, scores.shape)  # ε small: mostly noise
+
+    group = private_grouping(losses, release, rng.permutation(60))
+    assert np.bincount(group, minlength=5).tolist() == [12] * 5
+    np.testing.assert_allclose(np.linalg.norm(released[0], axis=1), 1.0)  # sensitivity 1 per client
+    assert (np.argmax(released[0], axis=1) == np.argmin(losses, axis=1)).all()  # the ranking is the losses'
+    assert not preference_scores(np.array([[0.3, 0.3, 0.3]])).any()  # equal losses: a zero row
+
+
+def test_crowded_favourite_is_capped_in_shuffled_order():
+    losses = np.tile([0.1, 0.2, 0.3], (6, 1))  # everyone: 0, then 1, then 2
+    group = balanced_grouping(preference_scores(losses), np.array([5, 4, 3, 2, 1, 0]))
+    assert group.tolist() == [2, 2, 1, 1, 0, 0]  # the first two in the order get 0, the next two 1
+
+
+def test_eq6_divides_by_the_number_of_clients_by_default():
+    """Eq. 6 with p_m = 1/M (the paper and the reference aggregator's 1/num_clients): each selector moves by its
+    slot's noisy sum / M; the "group" option divides by N_u instead."""
+    weights = [torch.zeros(2), torch.ones(2), torch.full((2,), 2.0)]
+    noisy = torch.arange(6, dtype=torch.float32)
+    sizes = np.array([4, 3, 3])
+    out = clustered_step(weights, noisy, 10, sizes)
+    assert FedBiscuitConfig().selector_weights == "uniform"
+    torch.testing.assert_close(torch.stack(out), torch.tensor([[0.0, 0.1], [1.2, 1.3], [2.4, 2.5]]))
+    out = clustered_step(weights, noisy, 10, sizes, "group")
+    torch.testing.assert_close(torch.stack(out), torch.tensor([[0.0, 0.25], [1 + 2 / 3, 1 + 3 / 3], [2 + 4 / 3, 2 + 5 / 3]]))
+    with pytest.raises(InputError, match="selector_weights"):
+        FedBiscuitConfig(selector_weights="sizes")
 
 
 def test_majority_vote():
@@ -106,7 +152,7 @@ def test_paper_schedule_and_plan_follow_algorithm_1():
     assert sum(k == "warmup" for k, _ in steps) == 150 and sum(k == "train" for k, _ in steps) == 350
     assert [i for k, i in steps if k == "group"] == list(range(7))  # every 50 of the 350 clustered rounds
     plan = FedBiscuit().plan(cfg, 53, 1.0, 20.0)
-    assert len(plan) == 500 + 7 * 2
+    assert len(plan) == 500 + 7  # one grouping release per regrouping
     assert FedBis().plan(FedBisConfig(), 53, 1.0, 0.0)[0].steps == 500
 
 
@@ -149,5 +195,8 @@ def test_fedbiscuit_end_to_end_with_private_grouping(tiny, tmp_path):
     _check_ledger(FedBiscuit(), cfg, fed, art.info, budget)
     phases = [h["phase"] for h in art.history]
     assert phases == ["warmup"] * 3 + ["group", "train", "train", "group", "train", "train", "dpo"]
-    sizes = art.history[3]["estimated_group_sizes"]
-    assert sum(sizes) == pytest.approx(fed.n_clients) and max(sizes) - min(sizes) <= 0.05 * fed.n_clients
+    sizes = art.history[3]["group_sizes"]
+    assert sum(sizes) == fed.n_clients and max(sizes) - min(sizes) <= 1  # Eq. 5
+    trains = [h for h in art.history if h["phase"] in ("warmup", "train")]
+    assert all("clients" not in h and h["expected_clients"] == pytest.approx(cfg.sample_rate * fed.n_clients)
+               for h in trains)  # Poisson cohort sizes are not released
