@@ -16,8 +16,13 @@ Deviations from the paper and the reference code (meiyuw/POPri):
   round (App. B.1; the reference's HEAD config has 1). The learning rate follows the paper's cosine from 8e-7
   down to 3e-7, but per round: round t trains at the schedule's value for t (constant within the round) with a
   fresh AdamW, where the reference ran one continuous trainer (optimizer state carried across rounds).
-- The LoRA adapter is carried across rounds (as the reference's resumed trainer); the DPO reference policy is
-  the public checkpoint (adapter disabled), as in the paper's loss.
+- Each round starts from the round before's best checkpoint (App. B.1: "select the best checkpoint with the lowest
+  FID score relative to the validation dataset. This checkpoint is used for synthetic data generation and as the
+  starting point for the next iteration"): the adapter after each DPO epoch is kept, each generates one sample per
+  prompt of the round (same prompts and seed for every epoch), and the epoch with the lowest validation FID is the
+  next round's start (``round_start="best_epoch"``, default). ``round_start="last_epoch"`` carries the last epoch's
+  adapter on, as the reference code's resumed trainer does. The DPO reference policy is the public checkpoint
+  (adapter disabled), as in the paper's loss.
 - Early stopping compares the generator before round 1 (the public model) and after every round, each by the
   FID of K·J samples: the round's own samples (they come from the state being judged), plus K·J fresh samples
   after the last round. The reference evaluated one separate sample per prompt.
@@ -54,6 +59,7 @@ from largefedbench.synthetic.rounds import (
     BestCheckpoint,
     Timer,
     chunks,
+    cohort_fields,
     draw_cohort,
     fid_to,
     noise_for_rounds,
@@ -69,8 +75,8 @@ class POPriConfig:
 
     K = ``n_prompts`` = 1800 prompts × J = ``n_per_prompt`` = 10 samples per round, rejected rank ℓ = 5, 64 new
     tokens at temperature 1.0 (top-p 1.0), T = 20 rounds (App. B.1), 3 public examples per prompt, LoRA r 4 / α 8,
-    DPO β 0.01, lr 8e-7 → 3e-7 cosine over rounds, 2 epochs per round, batch 24, full participation, 1,000,000
-    final samples. Models (LLaMA-3-8B, all-MiniLM-L6-v2, DistilGPT2) come from the profile.
+    DPO β 0.01, lr 8e-7 → 3e-7 cosine over rounds, 2 epochs per round, batch 24, each round starting from the round
+    before's lowest-FID epoch (``round_start``, App. B.1), full participation, 1,000,000 final samples. Models (LLaMA-3-8B, all-MiniLM-L6-v2, DistilGPT2) come from the profile.
     """
 
     rounds: int = 20
@@ -95,10 +101,14 @@ class POPriConfig:
     dpo_epochs: int = 2
     dpo_batch_size: int = 24
     early_stopping: bool = True
+    round_start: Literal["best_epoch", "last_epoch"] = "best_epoch"
     n_final: int = 1_000_000
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
+        if self.round_start not in ("best_epoch", "last_epoch"):
+            raise InputError(f"round_start={self.round_start!r}; choose 'best_epoch' (App. B.1: the round's lowest-FID "
+                             "epoch starts the next round) or 'last_epoch' (the reference code)")
         if not 2 <= self.rejected_rank <= self.n_per_prompt:
             raise InputError(f"rejected_rank={self.rejected_rank} must be between 2 and n_per_prompt={self.n_per_prompt}")
         if self.loss_type not in LOSS_TYPES:
@@ -122,6 +132,12 @@ class POPriConfig:
             return self.lr
         frac = round_index / (self.rounds - 1)
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1 + math.cos(math.pi * frac))
+
+
+def best_epoch(fids: list[float]) -> int:
+    """Index of the lowest FID (NaN never wins; all NaN: the last epoch)."""
+    finite = [(f, i) for i, f in enumerate(fids) if math.isfinite(f)]
+    return min(finite)[1] if finite else len(fids) - 1
 
 
 class POPri(Method):
@@ -150,6 +166,12 @@ class POPri(Method):
             raw = decode_continuations(tok, ids, clean=False)
             return prompts, raw, [clean_completion(t) for t in raw]
 
+        def epoch_fid(state: dict, r: int) -> float:
+            """Validation FID of one epoch's adapter: one sample per prompt of round ``r`` (same prompts and seed for
+            every epoch of the round)."""
+            load_lora_state(model, state)
+            return fid_to(embed(sample(cfg.n_prompts, 1, stream=1 + r)[2], bundle.embedder), validation)
+
         history: list[dict] = []
         best = BestCheckpoint()
         first = 0
@@ -173,17 +195,23 @@ class POPri(Method):
                 scores = fed.map_embeddings(cohort, score_fn, download_floats=int(emb.size))
                 noisy = fed.noisy_sum(scores, clip=1.0, noise_multiplier=sigma, cohort=cohort)
                 pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=texts)
-                row = {"round": r, "fid": fid_r, "sigma": sigma, "clients": len(cohort), "n_samples": len(texts),
+                row = {"round": r, "fid": fid_r, "sigma": sigma, **cohort_fields(cohort, fed.n_clients), "n_samples": len(texts),
                        "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical, "lr": cfg.lr_at(r)}
                 with server():
                     if len(pairs):
+                        epochs: list[dict] = []  # the adapter after each DPO epoch
                         metrics = dpo_update(
                             model, tok, take(prompts, pairs.prompt), take(raw, pairs.chosen), take(raw, pairs.rejected),
                             beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
                             loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
-                            progress=public.progress,
+                            progress=public.progress, epoch_end=lambda: epochs.append(lora_state(model)),
                         )
                         row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
+                        if cfg.round_start == "best_epoch" and len(epochs) > 1:
+                            fids = [epoch_fid(state, r) for state in epochs]
+                            pick = best_epoch(fids)
+                            load_lora_state(model, epochs[pick])
+                            row.update({"epoch_fids": fids, "start_epoch": pick + 1})
                 fed.costs.add(cohort.round, server_seconds=server.seconds)
                 row["server_seconds"] = round(server.seconds, 3)
                 history.append(row)

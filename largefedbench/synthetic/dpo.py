@@ -23,7 +23,7 @@ context by default); trl would otherwise cut the completion or drop the pair.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -92,8 +92,12 @@ def dpo_update(
     max_length: int | None = None,
     gradient_accumulation_steps: int = 1,
     eval_margin: bool = False,
+    epoch_end: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Train ``model``'s LoRA adapter in place on (prompt, chosen, rejected) pairs; return the training metrics.
+
+    ``epoch_end()`` is called after every epoch (e.g. to keep each epoch's checkpoint, as POPri App. B.1 picks the
+    round's best checkpoint by FID).
 
     Metrics: ``n_pairs``, ``steps``, ``train_loss``, ``loss_first``/``loss_last`` and ``margin_first``/``margin_last``
     (the chosen-minus-rejected reward margin β·[(log π(c|x) − log π_ref(c|x)) − (log π(r|x) − log π_ref(r|x))]
@@ -132,6 +136,8 @@ def dpo_update(
         )
         data = Dataset.from_dict({"prompt": list(prompts), "chosen": chosen, "rejected": rejected})
         trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        if epoch_end is not None:
+            trainer.add_callback(_EpochEnd(epoch_end))
         silence_trainer(trainer, progress)
         if reference == "base" and "ref" in model.peft_config:
             model.delete_adapter("ref")  # trl then scores the reference with the adapter disabled: the public model
@@ -156,3 +162,14 @@ def dpo_update(
         "loss_type": loss_type, "reference": reference, "seconds": round(time.perf_counter() - start, 3),
     })
     return metrics
+
+
+def _EpochEnd(fn: Callable[[], None]):
+    """A transformers callback that calls ``fn()`` at the end of every training epoch."""
+    from transformers import TrainerCallback
+
+    class EpochEnd(TrainerCallback):
+        def on_epoch_end(self, args, state, control, **kwargs):
+            fn()
+
+    return EpochEnd()

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from largefedbench.methods.popri import POPri, POPriConfig
 
 from largefedbench.contract import PublicResources
@@ -91,3 +92,51 @@ def test_popri_runs_end_to_end_and_resumes_after_a_kill_as_if_uninterrupted(tiny
     assert fed_b.ledger == fed_a.ledger and fed_b.round == fed_a.round == cfg.rounds - 1
     assert strip_timing(resumed.history) == strip_timing(straight.history)
     assert resumed.texts == straight.texts
+
+
+def _lora_b(model):
+    return [p for name, p in model.named_parameters() if "lora_B" in name]
+
+
+def test_each_round_starts_from_the_round_befores_best_epoch(tiny, tmp_path, monkeypatch):
+    """App. B.1: the lowest-FID checkpoint of a round's DPO epochs is the next round's starting point (default);
+    ``round_start="last_epoch"`` carries the last epoch on (the reference code). DPO and FID are replaced by stubs
+    that mark epoch e of round r in the adapter (lora_B = (10·r + e)·1e-6) and score epoch 1 best."""
+    import largefedbench.methods.popri as popri_module
+
+    starts, current = [], {}
+
+    def mark(model) -> float:
+        return round(float(_lora_b(model)[0].detach().flatten()[0]) * 1e6, 3)
+
+    def fake_dpo(model, tokenizer, prompts, chosen, rejected, *, epoch_end=None, **kwargs):
+        starts.append(mark(model))
+        current["model"] = model
+        for epoch in (1, 2):
+            with torch.no_grad():
+                for p in _lora_b(model):
+                    p.fill_((10 * len(starts) + epoch) * 1e-6)
+            if epoch_end is not None:
+                epoch_end()
+        return {"train_loss": 0.0, "margin_first": 0.0, "margin_last": 0.0, "reward_accuracy_last": 1.0, "steps": 2}
+
+    real_fid = popri_module.fid_to
+
+    def fake_fid(emb, reference):
+        model = current.get("model")
+        return real_fid(emb, reference) if model is None else abs(mark(model) % 10 - 1.0)
+
+    monkeypatch.setattr(popri_module, "dpo_update", fake_dpo)
+    monkeypatch.setattr(popri_module, "fid_to", fake_fid)
+    cfg = dataclasses.replace(POPri.Config.tiny(), **SMALL)
+    assert cfg.dpo_epochs == 2 and cfg.round_start == "best_epoch"
+    _, art = run(tiny, tmp_path / "best", cfg)
+    assert starts == [0.0, 11.0]  # round 2 starts from round 1's epoch 1, not its last epoch (12)
+    assert art.history[0]["epoch_fids"] == [0.0, 1.0] and art.history[0]["start_epoch"] == 1
+
+    starts.clear()
+    current.clear()
+    run(tiny, tmp_path / "last", dataclasses.replace(cfg, round_start="last_epoch"))
+    assert starts == [0.0, 12.0]
+    with pytest.raises(InputError, match="round_start"):
+        POPriConfig(round_start="best")

@@ -28,8 +28,11 @@ def test_one_dpo_round_raises_the_chosen_over_rejected_margin(pairs):
     model = add_lora(bundle.new_generator(), rank=4, alpha=8)
     base = model.get_base_model()
     rng_state = torch.get_rng_state()
+    epochs = []  # the checkpoint after each epoch (POPri App. B.1 picks the round's best by FID)
     metrics = dpo_update(model, bundle.generator_tokenizer, prompts, chosen, rejected, beta=0.1, lr=5e-3, epochs=2,
-                         batch_size=8, seed=0, eval_margin=True)
+                         batch_size=8, seed=0, eval_margin=True, epoch_end=lambda: epochs.append(lora_state(model)))
+    assert len(epochs) == 2 and all(torch.equal(epochs[1][k], v) for k, v in lora_state(model).items())
+    assert any(not torch.equal(epochs[0][k], v) for k, v in epochs[1].items())
     assert metrics["margin_before"] == pytest.approx(0.0, abs=1e-6)  # the adapter starts as the public model
     assert metrics["margin_after"] > 0.05 and metrics["margin_after"] > metrics["margin_before"]
     assert metrics["steps"] == 4 and metrics["n_trained_pairs"] == 16 and metrics["margin_last"] is not None
