@@ -1,5 +1,7 @@
 """The audit catches a broken DP-FedAvg and passes a correct one (tiny models, 40 real clients + 100 canaries,
-everyone in every round so each inserted canary is in the released model; about 15 s per run)."""
+everyone in every round so each inserted canary is in the released model; about 15 s per run). The test's
+validation prefers later rounds, so the last round's model is released (with real validation, correct DP at ε = 1
+on 140 clients releases the public model, whose delta is 0 and scores nothing)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from largefedbench.audit.canaries import CanaryPlan, update_scores, with_canarie
 from largefedbench.audit.run import audit_seed
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
-from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.federation import Federation
 from largefedbench.privacy import PrivacyBudget
 
@@ -25,9 +26,9 @@ EPSILON, DELTA, CANARIES, N_REAL = 1.0, 1e-6, 100, 40
 def audit_run(tiny, seed: int) -> dict:
     """DP-FedAvg at ε = 1 over 40 real clients plus the included canaries, audited from the released model."""
     fd, bundle, _ = tiny
-    texts = fd.validation.all_spans()[:120]
+    calls = iter(range(1000))
     public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=None, progress=False,
-                             validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
+                             validation_accuracy=lambda m: {"top1": next(calls) / 1000})  # later rounds win
     plan = CanaryPlan(CANARIES, seed, "update")
     split = with_canaries(ClientSplit("train", fd.train.table.select(range(N_REAL))), plan)
     cfg = dataclasses.replace(DPFedAvgConfig.tiny(), clients_per_round=len(split))
@@ -35,6 +36,7 @@ def audit_run(tiny, seed: int) -> dict:
     fed.client_outputs = plan.federation_hook(cfg.clip)
     artifact = DPFedAvg().train(fed, public, cfg, PrivacyBudget(EPSILON, DELTA))
     assert fed.ledger.epsilon(DELTA, "rdp") <= EPSILON * 1.01  # the ledger claims ε = 1 either way
+    assert artifact.info["best_round"] == cfg.rounds
     delta = flat_weights(artifact.model) - flat_weights(bundle.new_downstream())
     return audit_seed(plan, update_scores(plan, delta), seed=seed, confidence=0.95, delta=DELTA)
 
@@ -49,4 +51,5 @@ def test_noise_forced_off_is_caught(tiny, monkeypatch):
 def test_correct_dp_stays_below_its_claim(tiny):
     for seed in (0, 1):
         result = audit_run(tiny, seed)
+        assert result["scores_in"]["std"] > 0  # the released model moved: the canaries were scored on something
         assert result["epsilon_lower_bound"] <= EPSILON
