@@ -79,6 +79,9 @@ class Audit:
     # -- before the run: the entry id and the canaries ----------------------------------------------------------
     def prepare(self, prep):
         """The harness's checked request with its own entry id (an audit run is not the plain run) and command."""
+        if prep.budget.epsilon == 0 or math.isinf(prep.budget.epsilon):
+            raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
+                             "private method")
         kind = canary_kind(prep.method_cls)
         self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind)
         if kind == "update":
@@ -87,9 +90,6 @@ class Audit:
                 raise MethodError(f"method {prep.method_cls.name!r} releases a model but its config has no clip norm "
                                   "(`clip`), which model-update canaries are scaled to; it cannot be audited yet")
             self._clip = float(clip)
-        if prep.budget.epsilon == 0 or math.isinf(prep.budget.epsilon):
-            raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
-                             "private method")
         key = json.dumps([prep.entry_id, self.canaries, self.inclusion_seed], sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:8]
         entry_id = f"{prep.entry_id[:110]}--audit-{digest}"
