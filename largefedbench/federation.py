@@ -266,7 +266,6 @@ class Federation:
     def _own_outputs(self, ids: Sequence[str], out: Any) -> Any:
         return out if self.client_outputs is None else self.client_outputs(ids, out)
 
-
     def client_metadata(self, fields: Sequence[str]) -> list[dict[str, Any]]:
         """Each client's own values of the record ``fields`` (e.g. category, country, chamber), in client order; a
         field the snapshot lacks is None. Client-side state: a method may use it only inside client computations

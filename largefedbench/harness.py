@@ -49,7 +49,7 @@ class EvalRequest:
     profile: str = "tiny"
     seeds: tuple[int, ...] = (0, 1, 2)
     overrides: dict[str, str] = field(default_factory=dict)
-    preset: str | None = None  # "paper" | "tiny"; default: tiny for the tiny profile, else paper
+    preset: str | None = None  # "paper" | "cpu" | "tiny"; default: the profile's name for cpu and tiny, else paper
     out: Path = Path("leaderboard")
     root: Path | None = None  # $LFB_HOME override (snapshots, model and reference caches)
     device: str | None = None
@@ -87,6 +87,20 @@ class EvalResult:
 
 
 # -- checks before any work ---------------------------------------------------------------------------------
+PRESETS = ("paper", "cpu", "tiny")
+
+
+def preset_config(method_cls: type, preset: str) -> Any:
+    """A method's defaults for ``preset``: ``Config()`` (the paper's), ``Config.cpu()`` (the ``cpu`` profile's
+    ~15-minute settings; a method without one uses ``Config.tiny()``) or ``Config.tiny()`` (CPU tests)."""
+    if preset not in PRESETS:
+        raise InputError(f"--preset {preset!r}: use paper (the paper's defaults), cpu (the cpu profile's) or tiny (CPU tests)")
+    if preset == "paper":
+        return method_cls.Config()
+    factory = getattr(method_cls.Config, "cpu", None) if preset == "cpu" else None
+    return (factory or method_cls.Config.tiny)()
+
+
 def _budget_for(method_cls: type, epsilon: float | None, delta: float | None) -> PrivacyBudget:
     fixed = getattr(method_cls, "fixed_epsilon", None)
     delta = DEFAULT_DELTA if delta is None else delta
@@ -134,10 +148,8 @@ def prepare(request: EvalRequest) -> Prepared:
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
     profile = get_profile(request.profile)
-    preset = request.preset or ("tiny" if profile.name == "tiny" else "paper")
-    if preset not in ("paper", "tiny"):
-        raise InputError(f"--preset {preset!r}: use paper (the paper's defaults) or tiny (CPU-sized)")
-    base = method_cls.Config.tiny() if preset == "tiny" else method_cls.Config()
+    preset = request.preset or (profile.name if profile.name in PRESETS else "paper")
+    base = preset_config(method_cls, preset)
     config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
     budget = _budget_for(method_cls, request.epsilon, request.delta)
     fd = load_snapshot(request.dataset, root=request.root)

@@ -134,3 +134,15 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
     again: list[str] = []
     run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, root=root, progress=False), log=again.append)
     assert any("already done" in line for line in again) and not any("running" in line for line in again)
+
+
+def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
+    from largefedbench.harness import preset_config
+    from largefedbench.methods.dp_ftrl import DPFTRL
+    from largefedbench.methods.popri import POPri
+
+    assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
+    assert preset_config(POPri, "paper") == POPri.Config()
+    assert not hasattr(DPFTRL.Config, "cpu") and preset_config(DPFTRL, "cpu") == DPFTRL.Config.tiny()
+    with pytest.raises(InputError, match="--preset 'huge'"):
+        preset_config(POPri, "huge")

@@ -133,7 +133,7 @@ class EnvironmentSection(_Strict):
 
 class RunConfig(_Strict):
     method: dict[str, Any]  # the resolved method Config
-    preset: Literal["paper", "tiny"]
+    preset: Literal["paper", "cpu", "tiny"]
     overrides: dict[str, str]
     profile: str
     downstream_training: dict[str, Any]
