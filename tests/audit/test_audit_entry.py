@@ -14,7 +14,7 @@ from largefedbench.audit.canaries import CanaryPlan
 from largefedbench.audit.run import Audit
 from largefedbench.leaderboard.render import render_board
 from largefedbench.leaderboard.validate import validate_paths
-from largefedbench.privacy import PrivacyBudget
+from largefedbench.privacy import PrivacyBudget, PrivacyLedger
 
 BOARD = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo" / "dp-fedavg"
 
@@ -29,6 +29,15 @@ def audited_entry(separation: float, canaries: int) -> dict:
     results = [{"seed": s, "audit": {"scores": list(rng.normal(0, 0.01, canaries) + separation * inc)}}
                for s in entry["seeds"]]
     entry["audit"] = audit.section(results, PrivacyBudget(1.0, entry["privacy"]["delta"]))
+    # the audited federation held the inserted canaries too: its Poisson rate is clients_per_round / (N + inserted)
+    priv = entry["privacy"]
+    rate = entry["config"]["method"]["clients_per_round"] / (priv["n_train_clients"] + int(inc.sum()))
+    for ledger in priv["ledgers"]:
+        for event in ledger["events"]:
+            event["sample_rate"] = rate
+    priv["epsilon_per_seed"] = [PrivacyLedger.from_dict(g).epsilon(priv["delta"], priv["accountant"])
+                                for g in priv["ledgers"]]
+    priv["epsilon"] = max(priv["epsilon_per_seed"])
     return entry
 
 
@@ -74,3 +83,11 @@ def test_an_inconsistent_audit_is_an_error(tmp_path, tamper, field):
     report = findings(tmp_path, entry)
     assert not report.valid
     assert field in [f.field for f in report.errors if f.check == "audit"]
+
+
+def test_the_sampling_rate_counts_the_inserted_canaries(tmp_path):
+    entry = audited_entry(0.0, 100)
+    assert findings(tmp_path / "a", entry).valid
+    entry["audit"] = None  # the same ledgers without the audit: the rate no longer matches N alone
+    report = findings(tmp_path / "b", entry)
+    assert "counts" in [f.check for f in report.errors]
