@@ -34,17 +34,21 @@ from torch.nn.utils import parameters_to_vector
 
 from largefedbench.errors import InputError, MethodError
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
+from largefedbench.synthetic.rounds import record_unreleased
 
 __all__ = [
     "ClientBatches",
     "CohortTrainer",
+    "CohortUpdate",
     "LocalSGD",
     "RoundRun",
+    "UpdateNormTally",
     "client_batches",
     "flat_weights",
     "load_flat_weights",
     "local_updates_loop",
     "local_updates_vmap",
+    "private_cohort_update",
     "update_norm_stats",
 ]
 
@@ -209,7 +213,7 @@ def local_updates_vmap(model: torch.nn.Module | _FunctionalLM, batches: ClientBa
 
 
 class CohortTrainer:
-    """Runs a round's client updates from given global weights (the body of ``fed.map``'s ``batch_fn``).
+    """Runs a round's client updates from given global weights (the body of :class:`CohortUpdate`).
 
     Holds its own copies of the model (the caller's model is never touched): a plain one for the loop and,
     when ``local.vectorize``, a functional one for vmap."""
@@ -231,6 +235,60 @@ class CohortTrainer:
                                       batch_size=self.local.batch_size, chunk_clients=self.local.chunk_clients)
         load_flat_weights(self._model, weights)
         return local_updates_loop(self._model, batches, lr=self.local.lr, pad_id=self.pad_id)
+
+
+class UpdateNormTally:
+    """Running raw-update-norm statistics of one round (sum of norms, number above ``clip``), kept inside the client
+    function: an aggregate, never per-client rows. Like :func:`update_norm_stats`, not differentially private (an
+    unreleased diagnostic), and only filled on the ``local`` executor (a Ray worker fills its own copy)."""
+
+    def __init__(self, clip: float) -> None:
+        self.clip, self.n, self.norm_sum, self.clipped = float(clip), 0, 0.0, 0
+
+    def add(self, updates: torch.Tensor) -> None:
+        norms = torch.linalg.vector_norm(updates.float(), dim=1)
+        self.n += len(norms)
+        self.norm_sum += float(norms.sum())
+        self.clipped += int((norms > self.clip).sum())
+
+    def summary(self) -> dict[str, float]:
+        if self.n == 0:
+            return {"mean_update_norm": 0.0, "fraction_clipped": 0.0}
+        return {"mean_update_norm": self.norm_sum / self.n, "fraction_clipped": self.clipped / self.n}
+
+
+@dataclass
+class CohortUpdate:
+    """The batched client function of DP-FedAvg and DP-FTRL for ``fed.private_sum(…, batched=True)``: every client
+    of a chunk runs local SGD from ``weights`` on its own spans and returns Δ; ``tally`` (optional) accumulates the
+    raw update norms. The batch order comes from ``rng``, consumed client after client in cohort order (chunks run
+    in order on the ``local`` executor), as the round's earlier per-cohort call did."""
+
+    trainer: CohortTrainer
+    weights: torch.Tensor
+    rng: np.random.Generator
+    tally: UpdateNormTally | None = None
+
+    def __call__(self, chunk: Any) -> torch.Tensor:
+        updates = self.trainer(self.weights, chunk.spans, self.rng)
+        if self.tally is not None:
+            self.tally.add(updates)
+        return updates
+
+
+def private_cohort_update(fed, cohort, update: CohortUpdate, *, clip: float, mechanism, chunk_clients: int,
+                          public=None, round_: int | None = None) -> torch.Tensor:
+    """The round's noised sum of clipped client updates through the federation's one door (chunk by chunk: memory
+    holds ``chunk_clients`` updates). With ``update.tally`` the raw-norm diagnostic is written to the run folder's
+    unreleased file (``public``, ``round_``)."""
+    noisy = fed.private_sum(cohort, update, clip=clip, mechanism=mechanism, batched=True, chunk_clients=chunk_clients,
+                            download_floats=update.weights.numel())
+    if update.tally is not None:
+        if update.tally.n != len(cohort):
+            raise InputError("record_update_norms needs the local executor: the raw update norms are a diagnostic "
+                             "kept in this process and never leave a Ray worker; turn it off or use --executor local")
+        record_unreleased(public, round_, update.tally.summary())
+    return noisy
 
 
 def update_norm_stats(updates: torch.Tensor, clip: float) -> dict[str, float]:

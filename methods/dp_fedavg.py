@@ -3,8 +3,8 @@
 
 Each round a Poisson cohort (rate q = clients_per_round / N) runs local SGD from the global weights
 (:mod:`largefedbench.methods._local_training`); the server sees only the noisy sum of their updates, each
-clipped to L2 ≤ ``clip``, plus N(0, (σ·clip)²) (``fed.noisy_sum``: secure aggregation + Gaussian noise), and
-steps with the fixed-denominator estimator of McMahan et al. (2018, Alg. 1, ``f̃_f`` with unit client weights):
+clipped to L2 ≤ ``clip``, plus N(0, (σ·clip)²) (``fed.private_sum`` with ``Gaussian(σ)``: secure aggregation +
+Gaussian noise), and steps with the fixed-denominator estimator of McMahan et al. (2018, Alg. 1, ``f̃_f`` with unit client weights):
 
     θ ← θ + server_lr · noisy_sum / (q·N),
 
@@ -19,18 +19,21 @@ from dataclasses import dataclass
 
 from largefedbench.methods._local_training import (
     CohortTrainer,
+    CohortUpdate,
     LocalSGD,
     RoundRun,
+    UpdateNormTally,
     flat_weights,
     load_flat_weights,
-    update_norm_stats,
+    private_cohort_update,
 )
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
-from largefedbench.synthetic.rounds import cohort_fields, record_unreleased, unreleased_path
+from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.synthetic.rounds import cohort_fields, unreleased_path
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 
@@ -113,16 +116,12 @@ class DPFedAvg(Method):
         for r in run.rounds_left():
             cohort = fed.sample(q)
             rng = public.rng(r)  # the clients' local batch order in round r
-            fn = lambda spans, w=weights, g=rng: trainer(w, spans, g)  # noqa: E731
-            if cfg.record_update_norms:  # needs every client's vector at once
-                updates = fed.map(cohort, batch_fn=fn, download_floats=weights.numel())
-            else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
-                updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
-                                              download_floats=weights.numel())
-            if cfg.record_update_norms:
-                record_unreleased(public, r, update_norm_stats(updates, cfg.clip))
+            tally = UpdateNormTally(cfg.clip) if cfg.record_update_norms else None
             row = cohort_fields(cohort, n)  # the expected cohort size: the exact Poisson count is not released
-            noisy = fed.noisy_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
+            # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
+            noisy = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, rng, tally), clip=cfg.clip,
+                                          mechanism=Gaussian(sigma), chunk_clients=cfg.chunk_clients, public=public,
+                                          round_=r)
             weights = weights + cfg.server_lr * noisy.to(weights) / (q * n)
             load_flat_weights(model, weights)
             run.complete(r, row, model, weights, {"weights": weights.cpu()})

@@ -5,7 +5,7 @@ and its server-momentum variant DP-FTRLM; POPri App. C.2).
 The clients are shuffled each epoch and cut into ⌊N/B⌋ disjoint cohorts of B = ``clients_per_round``
 (``fed.epoch``), so a client contributes at most once per epoch. Each round the cohort runs the same local SGD as
 DP-FedAvg; the server receives the running sum of the clipped updates since the epoch began with binary-tree
-noise (``fed.noisy_prefix_sum``, one N(0, (σ·clip)²) draw per tree node) and takes the FTRL step with server
+noise (``fed.private_sum`` with ``TreeAggregation(σ, tree)``, one N(0, (σ·clip)²) draw per tree node) and takes the FTRL step with server
 momentum β (DP-FTRLM, as their code's ``DPFTRLMServerOptimizer``):
 
     m_t = β·m_{t-1} + S̃_t,      θ_t = θ_0 + server_lr · m_t / B,
@@ -31,18 +31,21 @@ from dataclasses import dataclass
 import torch
 from largefedbench.methods._local_training import (
     CohortTrainer,
+    CohortUpdate,
     LocalSGD,
     RoundRun,
+    UpdateNormTally,
     flat_weights,
     load_flat_weights,
-    update_norm_stats,
+    private_cohort_update,
 )
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation, TreePrefixSum
+from largefedbench.federation import Federation
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
-from largefedbench.synthetic.rounds import record_unreleased, unreleased_path
+from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
+from largefedbench.synthetic.rounds import unreleased_path
 
 __all__ = ["DPFTRL", "DPFTRLConfig", "ftrl_weights"]
 
@@ -137,17 +140,13 @@ class DPFTRL(Method):
                 cohorts, tree, theta0, buffer = fed.epoch(per_round), TreePrefixSum(rounds_per_epoch), weights, None
             cohort = cohorts[j].start()
             rng = public.rng(r)  # the clients' local batch order in round r
-            fn = lambda spans, w=weights, g=rng: trainer(w, spans, g)  # noqa: E731
-            if cfg.record_update_norms:  # needs every client's vector at once
-                updates = fed.map(cohort, batch_fn=fn, download_floats=weights.numel())
-            else:  # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
-                updates = fed.map_clipped_sum(cohort, fn, clip=cfg.clip, chunk_clients=cfg.chunk_clients,
-                                              download_floats=weights.numel())
-            if cfg.record_update_norms:
-                record_unreleased(public, r, update_norm_stats(updates, cfg.clip))
+            tally = UpdateNormTally(cfg.clip) if cfg.record_update_norms else None
             # the cohort size is fixed by the design (B clients of a shuffled epoch), a public count
             row = {"cohort_size": len(cohort), "epoch": (r - 1) // rounds_per_epoch + 1}
-            prefix = fed.noisy_prefix_sum(updates, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort, tree=tree)
+            # clip-and-sum chunk by chunk; the tree adds its node noises to the running sum of the epoch
+            prefix = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, rng, tally), clip=cfg.clip,
+                                           mechanism=TreeAggregation(sigma, tree), chunk_clients=cfg.chunk_clients,
+                                           public=public, round_=r)
             weights, buffer = ftrl_weights(theta0, buffer, prefix.to(weights), lr=cfg.server_lr,
                                            momentum=cfg.server_momentum, per_round=per_round)
             load_flat_weights(model, weights)

@@ -15,7 +15,8 @@ from largefedbench.methods.dp_ftrl import DPFTRL, ftrl_weights
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
 from largefedbench.evaluation.accuracy import next_token_accuracy
-from largefedbench.federation import Federation, TreePrefixSum
+from largefedbench.federation import Federation
+from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 
 DELTA = 1e-5
@@ -94,7 +95,8 @@ def test_tree_prefix_sums_carry_the_expected_noise():
     noises = []
     for planned in fed.epoch(1):
         cohort = planned.start()
-        noises.append(fed.noisy_prefix_sum(torch.zeros(1, d), clip=clip, noise_multiplier=sigma, cohort=cohort, tree=tree))
+        noises.append(fed.private_sum(cohort, lambda chunk: torch.zeros(len(chunk), d), clip=clip,
+                                      mechanism=TreeAggregation(sigma, tree), batched=True))
     unit = (sigma * clip) ** 2
     for t, noise in enumerate(noises, start=1):
         assert noise.var().item() == pytest.approx(t.bit_count() * unit, rel=0.03)
