@@ -12,6 +12,7 @@ from largefedbench.methods._local_training import flat_weights
 from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 
 import largefedbench.federation as federation_module
+import largefedbench.privacy.mechanisms as mechanisms
 from largefedbench.audit.canaries import CanaryPlan, update_scores, with_canaries
 from largefedbench.audit.run import audit_seed
 from largefedbench.contract import PublicResources
@@ -42,7 +43,12 @@ def audit_run(tiny, seed: int) -> dict:
 
 
 def test_noise_forced_off_is_caught(tiny, monkeypatch):
-    monkeypatch.setattr(federation_module, "add_gaussian_noise", lambda total, **_: total)  # the broken mechanism
+    def no_noise(total, **_):
+        return total
+
+    # the broken mechanism: Gaussian(σ) adds nothing, while the ledger still records σ (and claims ε = 1)
+    monkeypatch.setattr(mechanisms, "add_gaussian_noise", no_noise)
+    monkeypatch.setattr(federation_module, "add_gaussian_noise", no_noise, raising=False)
     result = audit_run(tiny, seed=0)
     assert result["epsilon_lower_bound"] > EPSILON
     assert result["one_shot_epsilon"] == "inf" or result["one_shot_epsilon"] > EPSILON

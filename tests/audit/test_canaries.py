@@ -11,6 +11,7 @@ from largefedbench.audit.canaries import CanaryPlan, text_scores, update_scores,
 from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
+from largefedbench.privacy.mechanisms import NoNoise
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +48,25 @@ def test_included_canaries_join_the_split_as_ordinary_clients(demo):
 
 
 def test_canary_updates_are_clipped_and_summed_like_any_client(demo):
-    fd = demo
+    from largefedbench.privacy.mechanisms import NoNoise
+
     plan = CanaryPlan(8, 1, "update")
-    split = with_canaries(ClientSplit("train", fd.train.table.select(range(4))), plan)
+    split = with_canaries(ClientSplit("train", demo.train.table.select(range(4))), plan)
     fed = Federation(split, seed=0)
     fed.client_outputs = plan.federation_hook(norm=3.0)
-    cohort = fed.everyone()
     d = 2000
-    out = fed.map(cohort, batch_fn=lambda spans: torch.ones(len(spans), d))
-    inserted = [j for j in range(plan.m) if plan.included[j]]
-    for k, cid in enumerate(cohort.ids):
-        if cid.startswith("lfb-canary-"):
-            assert torch.allclose(out[k], 3.0 * plan.direction(plan.ids.index(cid), d))
-        else:
-            assert torch.all(out[k] == 1)
-    clipped = fed.map_clipped_sum(cohort, lambda spans: torch.ones(len(spans), d), clip=1.0, chunk_clients=3)
-    want = 4 * torch.ones(d) / np.sqrt(d) + sum(plan.direction(j, d) for j in inserted)
-    assert torch.allclose(clipped.total, want, atol=1e-5)  # each canary clipped from norm 3 to norm 1
-    # scores: the sum contains each inserted direction once, so inserted canaries score far above held-out ones
-    scores = update_scores(plan, clipped.total)
+    seen = {}
+
+    def client(view):  # a real client's update: all ones (norm √d, clipped to 1)
+        seen[view.id] = True
+        return np.ones(d)
+
+    total = fed.private_sum(fed.everyone(), client, clip=1.0, mechanism=NoNoise())
+    assert len(seen) == len(split)  # canaries ran as ordinary clients; their outputs were then replaced
+    inserted = np.flatnonzero(plan.included)
+    want = 4 * np.ones(d) / np.sqrt(d) + sum(plan.direction(int(j), d).numpy() for j in inserted)
+    assert np.allclose(total, want, atol=1e-5)  # each canary's 3·u clipped to norm 1, summed once
+    scores = update_scores(plan, torch.as_tensor(total))
     assert scores[plan.included].min() > 0.2 > np.abs(scores[~plan.included]).max()
 
 
@@ -84,8 +85,6 @@ def test_text_scores_are_the_nearest_synthetic_cosine():
 
 
 def test_private_sum_honours_canaries_per_client_and_batched(demo):
-    from largefedbench.privacy.mechanisms import NoNoise
-
     plan = CanaryPlan(8, 1, "update")
     split = with_canaries(ClientSplit("train", demo.train.table.select(range(4))), plan)
     fed = Federation(split, seed=0)
