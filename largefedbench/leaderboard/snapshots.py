@@ -13,15 +13,11 @@ class KnownSnapshot:
     dataset: str
     content_sha256: str
     source: str  # where to get it
-    #: for a snapshot whose text LargeFedBench generates itself (the demo), its window's start: such text is in no
-    #: model's training data, so no knowledge cutoff applies to entries on that window
-    generated_window_since: str | None = None
 
 
 KNOWN_SNAPSHOTS: tuple[KnownSnapshot, ...] = (
     KnownSnapshot("demo", "demo", "819a9ec8e51eaef0c7caca79d72db68d670b6a5a8eeda55078e82fe0859a4c2d",
-                  "`lfb data demo` (synthetic, built offline and deterministically; lfb 0.1.0)",
-                  generated_window_since="2024-09-01"),
+                  "`lfb data demo` (synthetic, built offline and deterministically; lfb 0.1.0)"),
 )
 
 
