@@ -3,7 +3,7 @@
 **pe** (PrE-Text). The population starts as ``n_synthetic`` public examples (drawn with replacement from the
 public spans with more than 20 words). Each round: the population's (look-ahead) embeddings go to the cohort;
 every client's spans vote for their nearest candidate and the client's vote histogram is divided by its L2 norm
-(user-level sensitivity 1); ``fed.noisy_sum`` adds N(0, σ²); the histogram is thresholded, max(h − H, 0);
+(user-level sensitivity 1); ``fed.private_sum`` adds N(0, σ²); the histogram is thresholded, max(h − H, 0);
 ``n_synthetic`` candidates are drawn with replacement in proportion to it and each gets one variation, giving the
 next population. After T rounds the survivors of all rounds seed the expansion: the generator writes ``n_final``
 samples from "Original Text Sample" prompts of 3 survivors each (PrE-Text stage 2), keeping outputs of more than 3
@@ -49,6 +49,7 @@ import numpy as np
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
 from largefedbench.models import embed
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.generation import (
     clean_completion,
     decode_continuations,
@@ -69,7 +70,7 @@ from largefedbench.synthetic.rounds import (
     public_examples,
     take,
 )
-from largefedbench.synthetic.scoring import nn_votes
+from largefedbench.synthetic.scoring import NnVotes
 from largefedbench.synthetic.sft import sft_update
 from largefedbench.synthetic.variation import (
     load_masked_lm,
@@ -195,8 +196,8 @@ def select(noisy: np.ndarray, threshold: float, n: int, rng: np.random.Generator
 
 
 def _vote_round(fed, cohort, emb: np.ndarray, sigma: float, threshold: float, n: int, rng) -> tuple[np.ndarray, dict]:
-    votes = fed.map_embeddings(cohort, nn_votes(emb), download_floats=int(emb.size))
-    noisy = fed.noisy_sum(votes, clip=1.0, noise_multiplier=sigma, cohort=cohort)
+    noisy = fed.private_sum(cohort, NnVotes(emb), clip=1.0, mechanism=Gaussian(sigma), batched=True,
+                            download_floats=int(emb.size))
     picked, uniform = select(noisy, threshold, n, rng)
     stats = {**cohort_fields(cohort, fed.n_clients), "above_threshold": int((noisy > threshold).sum()), "uniform_fallback": uniform,
              "distinct_selected": len(np.unique(picked))}

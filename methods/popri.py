@@ -2,8 +2,8 @@
 
 Each round t = 1..T: K prompts from public examples ("Original Text Sample" template, App. B.2), J samples per
 prompt from the current generator Ψ_t, embedded by the profile's embedder; every cohort client scores all K·J
-samples (Algorithm 2 / spec item 1: summed cosine similarity with its spans, z-scored, clipped to norm 1) through
-``fed.map_embeddings``; ``fed.noisy_sum`` adds N(0, σ²) with σ calibrated for T rounds; per prompt the rank-1
+samples (Algorithm 2 / spec item 1: summed cosine similarity with its spans, z-scored, clipped to norm 1) inside
+``fed.private_sum`` (its exact algebraic shortcut, ``PopriScores``), which adds N(0, σ²) with σ calibrated for T rounds; per prompt the rank-1
 sample is *chosen* and the rank-ℓ sample *rejected*; DPO (trl) updates a LoRA adapter on Ψ. The generator state
 with the lowest FID against the validation clients is kept (early stopping, §5.2; App. B.1) and generates the
 final synthetic set (step 4). Paper ablations are options: ``rejected_rank``, ``temperature``, ``loss_type``
@@ -45,6 +45,7 @@ from typing import Literal
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
 from largefedbench.models import embed
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
 from largefedbench.synthetic.generation import (
     clean_completion,
@@ -66,7 +67,7 @@ from largefedbench.synthetic.rounds import (
     public_examples,
     take,
 )
-from largefedbench.synthetic.scoring import nn_votes, popri_scores
+from largefedbench.synthetic.scoring import NnVotes, PopriScores
 
 
 @dataclass(frozen=True)
@@ -199,9 +200,9 @@ class POPri(Method):
                     fid_r = fid_to(emb, validation)
                     if cfg.early_stopping:
                         best.offer(fid_r, r, lora_state(model))
-                score_fn = popri_scores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else nn_votes(emb)
-                scores = fed.map_embeddings(cohort, score_fn, download_floats=int(emb.size))
-                noisy = fed.noisy_sum(scores, clip=1.0, noise_multiplier=sigma, cohort=cohort)
+                score_fn = PopriScores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else NnVotes(emb)
+                noisy = fed.private_sum(cohort, score_fn, clip=1.0, mechanism=Gaussian(sigma), batched=True,
+                                        download_floats=int(emb.size))
                 pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=texts)
                 row = {"round": r, "fid": fid_r, "sigma": sigma, **cohort_fields(cohort, fed.n_clients), "n_samples": len(texts),
                        "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical, "lr": cfg.lr_at(r)}

@@ -1,4 +1,4 @@
-"""Client feedback on synthetic samples, vectorised over clients (DESIGN.md §9), for ``Federation.map_embeddings``.
+"""Client feedback on synthetic samples, vectorised over clients (DESIGN.md §9), for ``Federation.private_sum``.
 
 **POPri's score** (Algorithm 2; popri-reference.md spec item 1). For client c with unit span embeddings x_c1..x_cn
 and unit synthetic embeddings s_1..s_M, a_c[j] = Σ_i cos(x_ci, s_j) = (Σ_i x_ci) · s_j: one matrix product of the
@@ -11,7 +11,7 @@ clients' summed embeddings with the synthetic matrix per chunk of clients. Then,
 - ``normalization="mean"`` (the paper's Algorithm 2 as printed): a_c / n_c, the mean cosine similarity.
 
 Finally the row is clipped to L2 norm ≤ ``clip`` (1): ``z ← z / max(1, ‖z‖)``. After z-scoring ‖z‖ = √M, so every
-client contributes a unit vector. The federation's ``noisy_sum`` clips again (a no-op) and adds the noise. A row whose std is
+client contributes a unit vector. The federation's ``private_sum`` clips again (a no-op) and adds the noise. A row whose std is
 below 1e-6 of its largest |value| counts as constant (float32 rounding).
 
 **PE's vote** (PrE-Text / DPSDA with ``vote_normalization_level="client"``, spec item 15): each span votes for its
@@ -34,7 +34,7 @@ agrees on every row that is not constant to 1e-6 (in practice: a client without 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -42,20 +42,18 @@ import numpy as np
 from largefedbench.errors import InputError
 
 __all__ = [
+    "NnVotes",
     "PopriScores",
     "client_embedding_sums",
     "nn_vote_histograms",
-    "nn_votes",
     "nn_votes_reference",
     "popri_client_scores",
-    "popri_scores",
     "popri_scores_reference",
 ]
 
 Normalization = Literal["zscore", "mean"]
 #: a row whose std is below this fraction of its largest |value| counts as constant (float32 rounding is ~6e-8)
 _CONSTANT_ROW = 1e-6
-ClientFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 
 def _check(span_vectors: np.ndarray, owner: np.ndarray, n_clients: int, synthetic: np.ndarray) -> None:
@@ -122,17 +120,6 @@ def popri_client_scores(span_vectors: np.ndarray, owner: np.ndarray, n_clients: 
         np.matmul(sums[lo:hi], syn_t, out=block)
         _normalize_rows(block, counts[lo:hi], normalization, clip)
     return out
-
-
-def popri_scores(synthetic: np.ndarray, *, normalization: Normalization = "zscore", clip: float = 1.0,
-                 chunk: int = 1024) -> ClientFn:
-    """The client function for ``fed.map_embeddings(cohort, popri_scores(emb), download_floats=emb.size)``."""
-    synthetic = np.ascontiguousarray(synthetic, dtype=np.float32)
-
-    def score(span_vectors: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-        return popri_client_scores(span_vectors, owner, n, synthetic, normalization=normalization, clip=clip, chunk=chunk)
-
-    return score
 
 
 class PopriScores:
@@ -227,14 +214,19 @@ def nn_vote_histograms(span_vectors: np.ndarray, owner: np.ndarray, n_clients: i
     return hist
 
 
-def nn_votes(synthetic: np.ndarray, *, chunk: int = 4096) -> ClientFn:
-    """The client function for ``fed.map_embeddings(cohort, nn_votes(emb), download_floats=emb.size)``."""
-    synthetic = np.ascontiguousarray(synthetic, dtype=np.float32)
+class NnVotes:
+    """PE's client function (and POPri's with ``scoring='nn'``) for ``fed.private_sum(cohort, NnVotes(emb),
+    clip=1.0, mechanism=Gaussian(σ), batched=True)``: each client's unit-L2 nearest-neighbour vote histogram over
+    the synthetic samples, computed on the client's own span embeddings."""
 
-    def vote(span_vectors: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-        return nn_vote_histograms(span_vectors, owner, n, synthetic, chunk=chunk)
+    def __init__(self, synthetic: np.ndarray, *, chunk: int = 4096) -> None:
+        self.synthetic = np.ascontiguousarray(synthetic, dtype=np.float32)
+        if self.synthetic.ndim != 2 or not len(self.synthetic):
+            raise InputError(f"synthetic embeddings must be a non-empty (M, d) matrix, got shape {self.synthetic.shape}")
+        self.chunk = int(chunk)
 
-    return vote
+    def __call__(self, chunk) -> np.ndarray:
+        return nn_vote_histograms(chunk.embeddings, chunk.owner, len(chunk), self.synthetic, chunk=self.chunk)
 
 
 def nn_votes_reference(client_spans: Sequence[np.ndarray], synthetic: np.ndarray) -> np.ndarray:

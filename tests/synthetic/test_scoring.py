@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from largefedbench.client_views import ClientStore, chunk_view
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.privacy.mechanisms import Gaussian, NoNoise
 from largefedbench.synthetic.scoring import (
+    NnVotes,
+    PopriScores,
     client_embedding_sums,
     nn_vote_histograms,
-    nn_votes,
     nn_votes_reference,
     popri_client_scores,
-    popri_scores,
     popri_scores_reference,
 )
 
@@ -102,7 +104,7 @@ def test_nn_votes_equal_the_reference_also_for_non_unit_lookahead_embeddings():
 
 
 class _Clients(ClientSplit):
-    """A split of n clients with the given span counts (texts are never read by map_embeddings)."""
+    """A split of n clients with the given span counts (texts are never read by an embeddings-only client function)."""
 
     def __init__(self, counts):
         self.name, self.ids, self._counts = "train", [f"c{i}" for i in range(len(counts))], np.asarray(counts)
@@ -118,26 +120,34 @@ def test_scores_through_the_federation_match_the_reference_and_the_noise_has_std
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))])
     fed = Federation(_Clients(np.diff(offsets)), seed=0, embeddings=SpanEmbeddings(vectors, offsets))
     synthetic = unit(rng.standard_normal((m, 16)))
-    cohort = fed.everyone()
-    scores = fed.map_embeddings(cohort, popri_scores(synthetic), download_floats=synthetic.size, chunk_clients=128)
-    np.testing.assert_allclose(scores, popri_scores_reference(per_client, synthetic), atol=1e-5)
+    exact = popri_scores_reference(per_client, synthetic).sum(0)
+    clean = fed.private_sum(fed.everyone(), PopriScores(synthetic), clip=1.0, mechanism=NoNoise(), batched=True,
+                            chunk_clients=128)
+    np.testing.assert_allclose(clean, exact, atol=1e-4)
     sigma = 3.0
-    noisy = fed.noisy_sum(scores, clip=1.0, noise_multiplier=sigma, cohort=cohort)
-    noise = noisy - scores.astype(np.float64).sum(0)
+    noisy = fed.private_sum(fed.everyone(), PopriScores(synthetic), clip=1.0, mechanism=Gaussian(sigma), batched=True,
+                            chunk_clients=128, download_floats=synthetic.size)
+    noise = noisy - exact
     assert abs(noise.mean()) < 4 * sigma / np.sqrt(m)
     assert noise.std() == pytest.approx(sigma, rel=0.05)  # N(0, (σ·clip)²) with clip 1
     event = fed.ledger.events[-1]
     assert (event.noise_multiplier, event.sample_rate, event.steps) == (sigma, 1.0, 1)
-    assert fed.costs.rounds[0]["floats_down_per_client"] == synthetic.size
-    assert fed.costs.rounds[0]["floats_up_per_client"] == m
+    assert fed.costs.rounds[1]["floats_down_per_client"] == synthetic.size
+    assert fed.costs.rounds[1]["floats_up_per_client"] == m
 
 
 def test_nn_votes_through_the_federation_sum_to_unit_vectors():
     rng = np.random.default_rng(6)
     vectors, owner, per_client = random_clients(rng, 50, d=8)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=50))])
-    fed = Federation(_Clients(np.diff(offsets)), seed=1, embeddings=SpanEmbeddings(vectors, offsets))
+    split = _Clients(np.diff(offsets))
     synthetic = unit(rng.standard_normal((12, 8)))
-    votes = fed.map_embeddings(fed.everyone(), nn_votes(synthetic), chunk_clients=16)
-    np.testing.assert_allclose(np.linalg.norm(votes, axis=1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(votes, nn_votes_reference(per_client, synthetic), atol=1e-6)
+    reference = nn_votes_reference(per_client, synthetic)
+    rows = NnVotes(synthetic)(chunk_view(ClientStore(split, SpanEmbeddings(vectors, offsets)), np.arange(50), round_=0,
+                                         fed_seed=1))  # on the clients: one unit vector each
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(rows, reference, atol=1e-6)
+    fed = Federation(split, seed=1, embeddings=SpanEmbeddings(vectors, offsets))
+    total = fed.private_sum(fed.everyone(), NnVotes(synthetic), clip=1.0, mechanism=NoNoise(), batched=True,
+                            chunk_clients=16)
+    np.testing.assert_allclose(total, reference.sum(0), atol=1e-5)
