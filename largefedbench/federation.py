@@ -37,7 +37,7 @@ from largefedbench.errors import InputError, PrivacyError
 from largefedbench.client_views import ClientStore
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger, add_gaussian_noise
-from largefedbench.privacy.mechanisms import Gaussian, Mechanism, TreePrefixSum  # TreePrefixSum: re-exported
+from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 
 __all__ = ["Cohort", "ClippedSum", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
 
@@ -151,6 +151,11 @@ class Federation:
     @property
     def n_clients(self) -> int:
         return len(self._ids)
+
+    @property
+    def client_ids(self) -> tuple[str, ...]:
+        """Every client's id in federation order (public, as every cohort's ``ids``); a client's data stays private."""
+        return tuple(self._ids)
 
     @property
     def round(self) -> int:
@@ -373,7 +378,8 @@ class Federation:
     def release_without_noise(self) -> list[str]:
         """Every span of every client, in the clear: only the ε = ∞ (non-private) reference may call this.
         The release is recorded in the ledger as a noiseless Gaussian event, so its ε is computed as infinite."""
-        self.ledger.record_gaussian(noise_multiplier=0.0)
+        for event in NoNoise().events(sampling="poisson", sample_rate=1.0):  # ε = ∞, as private_sum with NoNoise
+            self.ledger.append(event)
         return self._clients.all_spans()
 
     # -- resume ----------------------------------------------------------------------------------------

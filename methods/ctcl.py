@@ -10,7 +10,7 @@ Billion-Scale LLMs" (ICML 2025), App. H Algorithms 1–3, adapted to user-level 
    embedding). (a) The generator is DP fine-tuned on the clients' spans conditioned on their topic keywords:
    DP-FedAvg on a new LoRA adapter, one local step of lr 1 and Adam on the server (= the paper's DP-Adam with one
    client as the unit). (b) The DP topic histogram: every client sends the one-hot of its topic through
-   ``fed.noisy_sum`` (clip 1, the paper's σ = 10, ``fed.everyone()``).
+   ``fed.private_sum`` (clip 1, the paper's σ = 10, ``fed.everyone()``).
 3. **Synthesis (Alg. 3).** The number of samples per topic is proportional to the noisy histogram (clamped at 0,
    summing exactly to N_GEN as the released code tiles its generation list); each is generated from the topic's
    condition with nucleus sampling (top-p 0.95); the released code's post-filter drops samples with a word longer
@@ -34,6 +34,7 @@ import numpy as np
 from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dp_finetune import (
     AdapterVector,
     DPFedAvg,
@@ -163,7 +164,7 @@ class TopicModel:
         return "Keywords: " + ", ".join(self.keywords[topic]) + "\n"
 
     def client_topics(self, span_vectors: np.ndarray, owner: np.ndarray, n_clients: int) -> np.ndarray:
-        """Each client's topic: the nearest centroid of the mean of its span embeddings (a ``map_embeddings`` body)."""
+        """Each client's topic: the nearest centroid of the mean of its span embeddings (inside a client function)."""
         return self.buckets.assign(client_embedding_sums(span_vectors, owner, n_clients))
 
     @property
@@ -230,21 +231,20 @@ class CTCL(Method):
             progress=public.progress)
         model = add_lora(model.merge_and_unload(), rank=cfg.lora_rank, alpha=cfg.lora_alpha)
 
-        def conditions(cohort) -> list[str]:  # on each client: its own topic from its own spans
-            if len(cohort) == 0:
+        def conditions(chunk) -> list[str]:  # on each client: its own topic from its own spans
+            if len(chunk) == 0:
                 return []
-            own = fed.map_embeddings(cohort, lambda v, o, m: topics.client_topics(v, o, m)[:, None],
-                                     download_floats=topics.size)
-            return [topics.condition(int(t)) for t in own[:, 0]]
+            return [topics.condition(int(t)) for t in topics.client_topics(chunk.embeddings, chunk.owner, len(chunk))]
 
         server = FedAvgServer(AdapterVector(model), settings)
         update = generator_update(server.adapter, tok, settings, seed=public.seed, prefixes=conditions)
-        history = train_adapter(fed, public, server, sigma, update, desc="ctcl: DP generator")
+        history = train_adapter(fed, public, server, sigma, update, desc="ctcl: DP generator",
+                                download_floats=topics.size)
 
         cohort = fed.everyone()
-        votes = fed.map_embeddings(cohort, lambda v, o, m: one_hot(topics.client_topics(v, o, m), topics.n_topics),
-                                   download_floats=topics.size)
-        noisy = np.asarray(fed.noisy_sum(votes, clip=1.0, noise_multiplier=sigma_h, cohort=cohort), dtype=np.float64)
+        votes = lambda chunk: one_hot(topics.client_topics(chunk.embeddings, chunk.owner, len(chunk)), topics.n_topics)  # noqa: E731
+        noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
+                                           download_floats=topics.size), dtype=np.float64)
         counts = proportional_counts(noisy, cfg.n_synthetic, exact_total=True)
         history.append({"phase": "topic histogram", "round": int(cohort.round), "noise_multiplier": sigma_h,
                         "topics": topics.n_topics, "topics_generated": int((counts > 0).sum())})

@@ -10,7 +10,7 @@ Models" (ICML 2024), Algorithms 1 and 2, adapted to user-level DP over federated
    PCA fitted on the pool keeping 90% of the variance, and cut by k-means into K buckets (all public: it is
    post-processing of the DP generator).
 4. **DP histogram (lines 4–11).** Every client assigns each of its spans to the nearest centroid and sends its bucket
-   shares (counts / its number of spans), so one client weighs at most 1; the sum goes through ``fed.noisy_sum``
+   shares (counts / its number of spans), so one client weighs at most 1; the sum goes through ``fed.private_sum``
    with clip 1 and the paper's σ = 10 (``fed.everyone()``, q = 1).
 5. **Resampling (lines 12–21).** ``p = h̃ / N``; each bucket contributes ``max(⌈T·p⌉, 0)`` pool samples drawn uniformly
    without replacement. "Need more initial samples" is handled as the paper did: more samples are drawn from the DP
@@ -33,6 +33,7 @@ import numpy as np
 from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dp_finetune import (
     AdapterVector,
     DPFedAvg,
@@ -151,9 +152,10 @@ class DPInstructionResampling(Method):
 
         cohort = fed.everyone()
         k = buckets.n_buckets
-        votes = fed.map_embeddings(cohort, lambda vecs, owner, m: normalized_votes(buckets.assign(vecs), owner, m, k),
-                                   download_floats=buckets.components.size + buckets.centroids.size)
-        noisy = np.asarray(fed.noisy_sum(votes, clip=1.0, noise_multiplier=sigma_h, cohort=cohort), dtype=np.float64)
+        votes = lambda chunk: normalized_votes(buckets.assign(chunk.embeddings), chunk.owner, len(chunk), k)  # noqa: E731
+        noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
+                                           download_floats=buckets.components.size + buckets.centroids.size),
+                           dtype=np.float64)
 
         counts = resample_counts(noisy, n, cfg.n_synthetic)
         part = 0

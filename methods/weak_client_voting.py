@@ -6,7 +6,7 @@ A public, seeded fraction of the clients is *strong* (can fine-tune); the rest a
 1. **Stage 1 — federated DP fine-tuning on the strong clients (Alg. A.3).** The profile's generator with a LoRA
    adapter learns p(x | c): each strong client's spans follow its control code as a prompt line. DP-FedAvg: Poisson
    cohorts (weak members of a cohort send nothing), local SGD for ``local_epochs`` passes, the clipped Δ summed
-   through ``fed.noisy_sum``, the server adding η·mean Δ.
+   through ``fed.private_sum``, the server adding η·mean Δ.
 2. **Stage 2 — DP profiles (all clients).** Each client's control-code counts; one client = one record = one code,
    so its profile is a one-hot vector (L2 sensitivity 1), released as a sum with the analytic Gaussian mechanism's σ
    for the profile's share of the budget (Balle & Wang 2018).
@@ -26,9 +26,8 @@ vote σ are the analytic Gaussian σ for 2/14 and 6/14 of (ε, δ/3), and the DP
 ``[PoissonGaussianEvent(σ, q, R), PoissonGaussianEvent(σ_prof, 1), PoissonGaussianEvent(σ_vote, 1)]`` — exactly the
 ledger — meets (ε, δ). This over-counts (no client is in both the fine-tuning and the vote), so it is conservative.
 
-Client metadata: :func:`client_codes` reads each client's control code from its own record through
-``Federation.client_metadata`` (client-side state); the codes are used only inside client computations whose outputs
-go through ``noisy_sum``.
+Client metadata: :func:`own_codes` reads each client's control code from its own record (``chunk.metadata``) inside
+the client functions of ``fed.private_sum`` (prompt prefixes, profiles, votes); no code leaves a client un-noised.
 
 Deviations from the paper: :data:`DEVIATIONS` (also in the artifact's ``info["deviations"]``).
 """
@@ -44,6 +43,7 @@ import numpy as np
 from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dp_finetune import (
     AdapterVector,
     DPFedAvg,
@@ -149,12 +149,11 @@ def code_set(public_split) -> list[str]:
     return sorted(codes - {OTHER}) + [OTHER]
 
 
-def client_codes(fed, codes: list[str]) -> np.ndarray:
-    """Each client's code index (``codes.index``; "Other" for a code outside the set), read from the client's own
-    record. Private client state: to be used only inside client computations."""
+def own_codes(chunk, codes: list[str]) -> np.ndarray:
+    """Client side: each chunk client's code index (``codes.index``; "Other" for a code outside the set), read from
+    the client's own record inside a client function."""
     index = {c: i for i, c in enumerate(codes)}
-    own = (control_code(meta) for meta in fed.client_metadata(CODE_FIELDS))
-    return np.asarray([index.get(c, index[OTHER]) for c in own], dtype=np.int64)
+    return np.asarray([index.get(control_code(meta), index[OTHER]) for meta in chunk.metadata], dtype=np.int64)
 
 
 def strong_clients(n_clients: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
@@ -189,19 +188,18 @@ class WeakClientVoting(Method):
 
         sigma = budget.calibrate(plan, n_clients=n)
         codes = code_set(public.public)
-        own_code = client_codes(fed, codes)  # client-side state
-        strong = strong_clients(n, cfg.strong_fraction, public.rng(0x57))
+        strong = strong_clients(n, cfg.strong_fraction, public.rng(0x57))  # public, by federation position
+        strong_ids = frozenset(np.asarray(fed.client_ids, dtype=object)[strong].tolist())
         prompts = [code + "\n" for code in codes]
 
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha)
         server = FedAvgServer(AdapterVector(model), settings)
         train_strong = generator_update(server.adapter, tok, settings, seed=public.seed,
-                                        prefixes=lambda cohort: [prompts[c] for c in own_code[cohort.indices]])
+                                        prefixes=lambda chunk: [prompts[c] for c in own_codes(chunk, codes)])
 
-        def strong_update(cohort, spans):  # weak members of the cohort do not train
-            mask = strong[cohort.indices]
-            return train_strong(cohort, [s if m else [] for s, m in zip(spans, mask)])
+        def strong_update(chunk, spans):  # weak members of the cohort do not train
+            return train_strong(chunk, [s if cid in strong_ids else [] for s, cid in zip(spans, chunk.ids)])
 
         history = train_adapter(fed, public, server, sigma, strong_update, desc="weak-client voting: strong clients",
                                 rate=q, expected_clients=q * strong.sum())
@@ -209,8 +207,8 @@ class WeakClientVoting(Method):
             record["expected_strong_clients"] = round(float(q * strong.sum()), 6)
 
         cohort = fed.everyone()
-        profiles = fed.map(cohort, batch_fn=lambda spans: one_hot(own_code[cohort.indices], len(codes)))
-        noisy_profile = np.asarray(fed.noisy_sum(profiles, clip=1.0, noise_multiplier=sigma_prof, cohort=cohort))
+        noisy_profile = np.asarray(fed.private_sum(cohort, lambda chunk: one_hot(own_codes(chunk, codes), len(codes)),
+                                                   clip=1.0, mechanism=Gaussian(sigma_prof), batched=True))
         per_code = proportional_counts(noisy_profile, cfg.n_generated)
         history.append({"phase": "profile", "round": int(cohort.round), "noise_multiplier": sigma_prof,
                         "codes": len(codes), "generated": int(per_code.sum())})
@@ -228,9 +226,9 @@ class WeakClientVoting(Method):
         pool_emb = embed(pool, public.models.embedder)
 
         cohort = fed.everyone()
-        votes = fed.map_embeddings(cohort, _weak_votes(cohort, own_code, strong, pool_emb, pool_codes_arr,
-                                                       cfg.votes_per_sample), download_floats=pool_emb.size)
-        noisy_votes = np.asarray(fed.noisy_sum(votes, clip=1.0, noise_multiplier=sigma_vote, cohort=cohort))
+        votes = WeakVotes(codes, strong_ids, pool_emb, pool_codes_arr, cfg.votes_per_sample)
+        noisy_votes = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_vote), batched=True,
+                                                 download_floats=pool_emb.size))
         rng = public.rng(0xA4)
         chosen: list[int] = []
         for j in np.unique(pool_codes_arr):
@@ -254,16 +252,16 @@ class WeakClientVoting(Method):
         return artifact
 
 
-def _weak_votes(cohort, own_code: np.ndarray, strong: np.ndarray, pool_emb: np.ndarray, pool_codes: np.ndarray, k: int):
-    """The ``map_embeddings`` body of the vote: chunks arrive in cohort order, so a running offset maps chunk-local
-    clients to cohort positions. Strong clients send a zero vector (they do not vote)."""
-    offset = [0]
+class WeakVotes:
+    """The client function of the vote: each weak client's k-NN votes for the candidates of its own control code (read
+    from its own record), unit L2; strong clients send a zero vector (they do not vote)."""
 
-    def fn(vectors: np.ndarray, owner: np.ndarray, m: int) -> np.ndarray:
-        idx = cohort.indices[offset[0] : offset[0] + m]
-        offset[0] += m
-        votes = knn_code_votes(vectors, owner, own_code[idx], pool_emb, pool_codes, k)
-        votes[strong[idx]] = 0.0
+    def __init__(self, codes: list[str], strong_ids: frozenset[str], pool_emb: np.ndarray, pool_codes: np.ndarray,
+                 k: int) -> None:
+        self.codes, self.strong_ids, self.pool_emb, self.pool_codes, self.k = codes, strong_ids, pool_emb, pool_codes, k
+
+    def __call__(self, chunk) -> np.ndarray:
+        votes = knn_code_votes(chunk.embeddings, chunk.owner, own_codes(chunk, self.codes), self.pool_emb,
+                               self.pool_codes, self.k)
+        votes[[cid in self.strong_ids for cid in chunk.ids]] = 0.0
         return l2_normalize_rows(votes)
-
-    return fn

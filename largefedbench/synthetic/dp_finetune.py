@@ -9,8 +9,8 @@ fixed-denominator estimator):
 2. each cohort client starts from the global adapter and runs local SGD on its own examples (for a generator: its
    spans, each after its conditioning prefix, loss on the span only); it reports Δ = local − global adapter weights,
    flattened;
-3. ``fed.noisy_sum`` clips every Δ to L2 ≤ ``clip``, sums, adds N(0, (σ·clip)²) and records a
-   ``PoissonGaussianEvent(σ, q)``;
+3. ``fed.private_sum`` (mechanism ``Gaussian(σ)``) runs the client updates on the clients, clips every Δ to L2 ≤
+   ``clip``, sums, adds N(0, (σ·clip)²) and records a ``PoissonGaussianEvent(σ, q)``;
 4. the server divides by the *expected* cohort size q·N and takes a server step: SGD with optional momentum on the
    mean Δ (DP-FedAvg), or Adam on it (DP-FedAdam; with one local step of client lr 1 this is user-level DP-Adam where
    one client's averaged gradient is one "example": the cheapest faithful user-level form of a paper's DP-Adam).
@@ -34,6 +34,7 @@ import torch
 
 from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.rounds import cohort_fields
 
 __all__ = [
@@ -279,39 +280,47 @@ class FedAvgServer:
         self.steps = int(state["steps"])
 
 
-def run_round(fed, server: FedAvgServer, sigma: float, client_update: Callable[[Any, list[list[str]]], torch.Tensor], *,
-              rate: float | None = None, expected_clients: float | None = None) -> dict[str, Any]:
-    """One DP-FedAvg round: Poisson cohort at ``rate`` (default the settings' q), ``client_update(cohort, spans)`` → Δ
-    rows inside the client map, clipped noisy sum (one ledger event), server step dividing by ``expected_clients``
-    (default q·N). Returns the round's public record."""
+#: a client update: ``client_update(chunk, spans)`` → one Δ row per client of the chunk (a ``ChunkView``), trained on
+#: ``spans`` (the chunk's own spans, or a subset a method keeps); runs inside ``Federation.private_sum``
+ClientUpdate = Callable[[Any, list[list[str]]], torch.Tensor]
+
+
+def run_round(fed, server: FedAvgServer, sigma: float, client_update: ClientUpdate, *, rate: float | None = None,
+              expected_clients: float | None = None, download_floats: int = 0) -> dict[str, Any]:
+    """One DP-FedAvg round: Poisson cohort at ``rate`` (default the settings' q), ``client_update(chunk, spans)`` → Δ
+    rows inside ``fed.private_sum`` (clipped, summed, ``Gaussian(σ)``: one ledger event), server step dividing by
+    ``expected_clients`` (default q·N). The cohort is one chunk: the round's batch order is drawn client after client
+    over the whole cohort. ``download_floats`` is what a client downloads besides the adapter. Returns the round's
+    public record."""
     settings = server.settings
     q = settings.sample_rate(fed.n_clients) if rate is None else rate
     cohort = fed.sample(q)
     width = server.adapter.numel
 
-    def batch_fn(spans: list[list[str]]) -> torch.Tensor:
-        return client_update(cohort, spans) if spans else torch.zeros((0, width))
+    def client_fn(chunk) -> torch.Tensor:
+        return client_update(chunk, chunk.spans) if len(chunk) else torch.zeros((0, width))
 
-    deltas = fed.map(cohort, batch_fn=batch_fn, download_floats=width)
-    noisy = fed.noisy_sum(deltas, clip=settings.clip, noise_multiplier=sigma, cohort=cohort)
+    noisy = fed.private_sum(cohort, client_fn, clip=settings.clip, mechanism=Gaussian(sigma), batched=True,
+                            chunk_clients=max(len(cohort), 1), download_floats=width + int(download_floats))
     norm = server.step(noisy, q * fed.n_clients if expected_clients is None else expected_clients)
     return {"round": int(cohort.round), **cohort_fields(cohort, fed.n_clients), "noisy_update_norm": round(norm, 6)}
 
 
 def generator_update(adapter: AdapterVector, tokenizer, settings: DPFedAvg, *, seed: int,
-                     prefixes: Callable[[Any], Sequence[str]] | None = None) -> Callable[[Any, list[list[str]]], torch.Tensor]:
+                     prefixes: Callable[[Any], Sequence[str]] | None = None) -> ClientUpdate:
     """The ``client_update`` of generator fine-tuning: each client trains on its spans, each after its conditioning
-    prefix (``prefixes(cohort)[i]`` is cohort client i's own prefix, computed from its own data or metadata; none
-    for an unconditional generator). Batch order is seeded by (``seed``, round), so a resumed run repeats it."""
+    prefix (``prefixes(chunk)[i]`` is chunk client i's own prefix, computed on the client from its own data or
+    metadata, e.g. ``chunk.metadata``; none for an unconditional generator). Batch order is seeded by (``seed``,
+    round), so a resumed run repeats it."""
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    def client_update(cohort, spans: list[list[str]]) -> torch.Tensor:
-        heads = list(prefixes(cohort)) if prefixes is not None else [""] * len(spans)
+    def client_update(chunk, spans: list[list[str]]) -> torch.Tensor:
+        heads = list(prefixes(chunk)) if prefixes is not None else [""] * len(spans)
         flat = conditional_sequences(tokenizer, [h for h, s in zip(heads, spans) for _ in s],
                                      [t for s in spans for t in s], settings.max_len)
         bounds = np.cumsum([0] + [len(s) for s in spans])
         clients = [flat[bounds[i] : bounds[i + 1]] for i in range(len(spans))]
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x10CA1, int(cohort.round)]))
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x10CA1, int(chunk.round)]))
         return local_updates(adapter, clients, lambda batch: lm_loss(adapter.model, batch, pad_id), settings, rng)
 
     return client_update
@@ -335,10 +344,11 @@ def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, atten
     return add_lora(model, rank=rank, alpha=alpha, dropout=dropout, target_modules=targets)
 
 
-def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update: Callable[[Any, list[list[str]]], torch.Tensor],
-                  *, desc: str = "DP fine-tuning", phase: str = "generator", rate: float | None = None,
-                  expected_clients: float | None = None) -> list[dict[str, Any]]:
-    """``server.settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``) with a
+def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update: ClientUpdate, *,
+                  desc: str = "DP fine-tuning", phase: str = "generator", rate: float | None = None,
+                  expected_clients: float | None = None, download_floats: int = 0) -> list[dict[str, Any]]:
+    """``server.settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``/
+    ``download_floats``) with a
     checkpoint after each (``public.save_round``); an interrupted run resumes from its last completed round
     (``public.resume``). Returns one public record per round."""
     rounds = server.settings.rounds
@@ -351,7 +361,8 @@ def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update
         history, start = list(state["history"]), int(state["rounds_done"])
     with public.bar(total=rounds, desc=desc, initial=start) as bar:
         for r in range(start, rounds):
-            record = run_round(fed, server, sigma, client_update, rate=rate, expected_clients=expected_clients)
+            record = run_round(fed, server, sigma, client_update, rate=rate, expected_clients=expected_clients,
+                               download_floats=download_floats)
             history.append({"phase": phase, **record})
             public.save_round(fed, r, {"server": server.state_dict(), "history": history, "rounds_done": r + 1})
             bar.update(1)

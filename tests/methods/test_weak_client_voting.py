@@ -8,15 +8,17 @@ from largefedbench.methods.weak_client_voting import (
     OTHER,
     WeakClientVoting,
     WeakClientVotingConfig,
-    _weak_votes,
-    client_codes,
+    WeakVotes,
     code_set,
     control_code,
+    own_codes,
     strong_clients,
 )
 
 from largefedbench.contract import PublicResources
-from largefedbench.federation import Cohort, Federation, SpanEmbeddings
+from largefedbench.client_views import ClientStore, chunk_view
+from largefedbench.data.federated import ClientSplit
+from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import (
     PoissonGaussianEvent,
     PrivacyBudget,
@@ -32,13 +34,13 @@ def test_control_codes_follow_the_record_kind():
     assert control_code({"category": "", "country": None, "chamber": None}) == OTHER
 
 
-def test_code_set_and_client_codes_on_the_demo(tiny):
+def test_code_set_and_own_codes_on_the_demo(tiny):
     fd = tiny[0]
     codes = code_set(fd.public)
     assert codes[-1] == OTHER and "Country: USA, Chamber: Senate" in codes and "Category: ecology" in codes
-    fed = Federation(fd.train, seed=0)
-    own = client_codes(fed, codes)
-    assert len(own) == fed.n_clients and own.min() >= 0 and own.max() < len(codes)
+    chunk = chunk_view(ClientStore(fd.train), np.arange(len(fd.train)), round_=0, fed_seed=0)
+    own = own_codes(chunk, codes)  # read on the clients, from each one's own record
+    assert len(own) == len(fd.train) and own.min() >= 0 and own.max() < len(codes)
     first = fd.train.client(fd.train.ids[0]).meta
     assert codes[own[0]] == control_code(first)
 
@@ -50,21 +52,30 @@ def test_strong_clients_are_a_seeded_fraction():
     assert strong_clients(5, 0.01, np.random.default_rng(0)).sum() == 1  # at least one
 
 
-def test_weak_votes_skip_strong_clients_and_map_chunks_to_the_cohort():
-    # 4 clients in a cohort of federation positions [5, 6, 7, 8]; client 6 is strong
-    cohort = Cohort(np.array([5, 6, 7, 8]), ("a", "b", "c", "d"), 1.0, 0)
-    own_code = np.zeros(10, dtype=np.int64)
-    own_code[8] = 1
-    strong = np.zeros(10, dtype=bool)
-    strong[6] = True
+def _coded_split(categories: list[str]) -> ClientSplit:
+    from datasets import Dataset
+
+    n = len(categories)
+    return ClientSplit("train", Dataset.from_dict({"id": [f"c{i}" for i in range(n)], "spans": [["x"]] * n,
+                                                   "n_spans": [1] * n, "category": categories}))
+
+
+def test_weak_votes_read_codes_on_the_clients_and_skip_strong_clients():
+    """Clients c5..c8 (c8's record has code 1, the others code 0; c6 is strong) in chunks of 2: each vote uses its
+    own record's code, and the result does not depend on the chunking."""
+    split = _coded_split(["a"] * 8 + ["b"])
+    emb = SpanEmbeddings(np.array([[1.0, 0.0]] * 5 + [[0.0, 1.0]] * 2 + [[0.0, 1.0]] * 2 + [[0.0, 1.0]]),
+                         np.array([0, 1, 2, 3, 4, 5, 6, 7, 9, 10]))
+    store = ClientStore(split, emb)
     pool = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
-    pool_codes = np.array([0, 0, 1])
-    fn = _weak_votes(cohort, own_code, strong, pool, pool_codes, k=1)
-    first = fn(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 1]), 2)  # chunk 1: positions 5, 6
-    second = fn(np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]), np.array([0, 0, 1]), 2)  # chunk 2: positions 7, 8
-    np.testing.assert_array_equal(first, [[1, 0, 0], [0, 0, 0]])  # the strong client sends nothing
-    # client 7 (code 0) votes twice for candidate 1 -> unit vector; client 8 (code 1) can only pick candidate 2
+    votes = WeakVotes(["Category: a", "Category: b", OTHER], frozenset({"c6"}), pool, np.array([0, 0, 1]), k=1)
+    first = votes(chunk_view(store, np.array([5, 6]), round_=0, fed_seed=0))
+    second = votes(chunk_view(store, np.array([7, 8]), round_=0, fed_seed=0))
+    np.testing.assert_array_equal(first, [[0, 1, 0], [0, 0, 0]])  # the strong client c6 sends nothing
+    # c7 (code 0) votes twice for candidate 1 -> unit vector; c8 (code 1) can only pick candidate 2
     np.testing.assert_array_equal(second, [[0, 1, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(votes(chunk_view(store, np.arange(5, 9), round_=0, fed_seed=0)),
+                                  np.concatenate([first, second]))
 
 
 @pytest.mark.slow
