@@ -13,18 +13,18 @@ training part and a small validation part, §5.1) and prefers the candidate clos
 over the logits of the two choice tokens " A" and " B" at the last position (the reference's ``choices: ['A','B']``).
 
 **FedBis** (§4, App. A.1): R rounds of DP-FedAvg on the selector — Poisson cohorts at the participation rate, K local
-AdamW steps, the clipped Δ summed through ``fed.noisy_sum``, the mean applied (Eq. 8).
+AdamW steps, the clipped Δ summed through ``fed.private_sum``, the mean applied (Eq. 8).
 
 **FedBiscuit** (§5, Alg. 1): U selectors. Warm-up: selector u is trained alone for T rounds, u = 0..U−1. Then every τ
 rounds the clients are regrouped, and in each round every cohort client trains its own group's selector; its Δ sits
-in its group's slot of a U-slot vector, so one ``noisy_sum`` releases all U sums; selector u moves by its slot's sum
+in its group's slot of a U-slot vector, so one ``private_sum`` releases all U sums; selector u moves by its slot's sum
 / M (Eq. 6 with the paper's uniform weights p_m = 1/M, as the reference aggregator's ``1 / num_clients``;
 ``selector_weights="group"`` divides by the group size N_u instead).
 
 *Grouping made private.* The paper collects every client's U validation losses in the clear and runs a balanced
 greedy assignment (the reference's ``check_and_grouping``). Here the losses never leave the client: each client
 releases its ranking of the selectors as a unit vector (its negative losses, centred and normalised), all clients'
-vectors side by side in one ``noisy_sum`` (``fed.everyone()``, q = 1, σ_g, sensitivity 1: a client only writes its
+vectors side by side in one ``private_sum`` (``fed.everyone()``, q = 1, σ_g, sensitivity 1: a client only writes its
 own slot), and the server runs the reference's balanced greedy assignment on the noisy rankings, in a public seeded
 client order (the reference's shuffle). The groups are therefore exactly balanced (Eq. 5: sizes ⌈M/U⌉ or ⌊M/U⌋,
 known from M alone), and each client's group is a function of the noisy release only; with no noise it is the
@@ -59,6 +59,7 @@ from largefedbench.contract import Artifact, Method
 from largefedbench.errors import InputError, MethodError
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dp_finetune import (
     AdapterVector,
     DPFedAvg,
@@ -225,7 +226,7 @@ def client_pair_indices(clients: np.ndarray, pool_size: int, per_client: int, se
 def client_preferences(span_vectors: np.ndarray, owner: np.ndarray, n_clients: int, pool: PairPool,
                        pair_idx: np.ndarray) -> np.ndarray:
     """Label 0 where a client prefers A (larger summed cosine similarity to its spans), 1 where it prefers B:
-    ``(n_clients, pairs)`` for the pairs ``pair_idx[c]`` of client ``c`` (a ``map_embeddings`` body)."""
+    ``(n_clients, pairs)`` for the pairs ``pair_idx[c]`` of client ``c`` (inside a client function)."""
     sums = client_embedding_sums(span_vectors, owner, n_clients).astype(np.float64)
     sim_a = np.einsum("cd,ckd->ck", sums, pool.emb_a[pair_idx])
     sim_b = np.einsum("cd,ckd->ck", sums, pool.emb_b[pair_idx])
@@ -343,7 +344,7 @@ def private_grouping(losses: np.ndarray, release: Callable[[np.ndarray], np.ndar
     """FedBiscuit's balanced client grouping with the losses kept on the clients (see the module docstring).
 
     ``losses`` (n, U) are the clients' own validation losses (client-side); ``release(scores)`` returns the (n, U)
-    noisy release of their :func:`preference_scores` (one ``noisy_sum``, each client's row in its own slot);
+    noisy release of their :func:`preference_scores` (one release, each client's row in its own slot);
     ``order`` is the public shuffle. Returns each client's group, a function of the noisy release only."""
     noisy = np.asarray(release(preference_scores(losses)), dtype=np.float64).reshape(losses.shape)
     return balanced_grouping(noisy, order)
@@ -548,28 +549,22 @@ class _SelectorTraining:
         return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
 
     # -- client side ---------------------------------------------------------------------------------------
-    def _labels(self, cohort) -> tuple[np.ndarray, np.ndarray]:
-        """The cohort clients' own pairs (train part first, validation last) and their labels, on the clients."""
-        pairs = client_pair_indices(cohort.indices, len(self.pool), self.pairs_total, self.public.seed)
-        if len(cohort) == 0:
+    def _own_pairs(self, chunk, position: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Client side: the chunk clients' own pairs (train part first, validation last; seeded by each client's
+        public position in the federation) and their labels from their own span embeddings."""
+        pairs = client_pair_indices(np.asarray([position[c] for c in chunk.ids], dtype=np.int64), len(self.pool),
+                                    self.pairs_total, self.public.seed)
+        if len(chunk) == 0:
             return pairs, pairs
-        offset = [0]
+        return pairs, client_preferences(chunk.embeddings, chunk.owner, len(chunk), self.pool, pairs)
 
-        def fn(vectors, owner, m):
-            rows = pairs[offset[0] : offset[0] + m]
-            offset[0] += m
-            return client_preferences(vectors, owner, m, self.pool, rows)
-
-        labels = self.fed.map_embeddings(cohort, fn, download_floats=self.pool.emb_a.size + self.pool.emb_b.size)
-        return pairs, labels
-
-    def _client_deltas(self, cohort, selector_of: np.ndarray) -> torch.Tensor:
-        """Each cohort client's Δ of its selector, placed in that selector's slot of a U-slot vector."""
-        pairs, labels = self._labels(cohort)
+    def _client_deltas(self, chunk, position: dict[str, int], selector_of: np.ndarray) -> torch.Tensor:
+        """Client side: each chunk client's Δ of its selector, placed in that selector's slot of a U-slot vector."""
+        pairs, labels = self._own_pairs(chunk, position)
         k = self.cfg.pairs_per_client
         d = self.adapter.numel
-        out = torch.zeros((len(cohort), self.n_sel * d))
-        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0x5E1, int(cohort.round)]))
+        out = torch.zeros((len(chunk), self.n_sel * d))
+        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0x5E1, int(chunk.round)]))
         model = self.adapter.model
         for u in np.unique(selector_of):
             rows = np.flatnonzero(selector_of == u)
@@ -579,27 +574,32 @@ class _SelectorTraining:
             out[rows, u * d : (u + 1) * d] = deltas
         return out
 
+    def _pool_floats(self) -> int:
+        return int(self.pool.emb_a.size + self.pool.emb_b.size)
+
     # -- rounds --------------------------------------------------------------------------------------------
     def _round(self, kind: str, index: int) -> None:
         fed, cfg = self.fed, self.cfg
         q = cfg.sample_rate  # exactly the planned rate (not clients_per_round / n, which may differ in the last bit)
         cohort = fed.sample(q)
         single = kind in ("selector", "warmup")  # one selector trained by every cohort client
-        if single:
-            selector_of = np.full(len(cohort), index, dtype=np.int64)
-        else:
-            selector_of = self.group[cohort.indices]
+        position = dict(zip(cohort.ids, cohort.indices.tolist()))  # public: where each client sits in the federation
+        group = self.group  # public: a function of the noisy grouping release
         d = self.adapter.numel
         width = d if single else self.n_sel * d
 
-        def batch_fn(spans):
-            if not spans:
+        def client_fn(chunk) -> torch.Tensor:  # client side: labels, local training, Δ in its selector's slot
+            if not len(chunk):
                 return torch.zeros((0, width))
-            deltas = self._client_deltas(cohort, selector_of)
+            selector_of = (np.full(len(chunk), index, dtype=np.int64) if single
+                           else group[[position[c] for c in chunk.ids]])
+            deltas = self._client_deltas(chunk, position, selector_of)
             return deltas[:, index * d : (index + 1) * d] if single else deltas
 
-        deltas = fed.map(cohort, batch_fn=batch_fn, download_floats=width)
-        noisy = torch.as_tensor(fed.noisy_sum(deltas, clip=cfg.clip, noise_multiplier=self.sigma, cohort=cohort))
+        # one chunk: the round's local-training randomness is drawn client after client over the whole cohort
+        noisy = torch.as_tensor(fed.private_sum(cohort, client_fn, clip=cfg.clip, mechanism=Gaussian(self.sigma),
+                                                batched=True, chunk_clients=max(len(cohort), 1),
+                                                download_floats=width + self._pool_floats()))
         if single:  # Eq. 8: the mean of the participants' models
             self.weights[index] = self.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
             moved = [index]
@@ -610,45 +610,43 @@ class _SelectorTraining:
                              "selectors": moved})
 
     def _regroup(self, index: int) -> None:
-        """Every client's validation losses for the U selectors (the selectors' log-odds on the public pairs are
-        broadcast; each client scores its own validation pairs), then the private balanced grouping."""
-        fed = self.fed
+        """The selectors' log-odds on the public pairs are broadcast; each client computes, on its own data, its
+        validation loss for every selector and its ranking (:func:`preference_scores`), placed in its own slot of an
+        n·U vector; one release of their sum (every ranking + N(0, σ_g²) noise, sensitivity 1), then the reference's
+        balanced grouping on the noisy rankings in a public shuffled order."""
+        fed, n_sel, k = self.fed, self.n_sel, self.cfg.pairs_per_client
         cohort = fed.everyone()
+        n = len(cohort)
         batch = self.cfg.selector_batch_size
         # public: each selector's log-odds for A in both presentation orders of every pool pair, broadcast
-        odds_ab = np.stack([self.task.log_odds(self._model_with(u), self.task.ab, batch) for u in range(self.n_sel)])
-        odds_ba = np.stack([self.task.log_odds(self._model_with(u), self.task.ba, batch) for u in range(self.n_sel)])
-        pairs, labels = self._labels(cohort)
-        val_pairs, val_labels = pairs[:, self.cfg.pairs_per_client:], labels[:, self.cfg.pairs_per_client:]
-        # client side from here: its mean cross-entropy per selector over its validation pairs, both orders
-        sign = np.where(val_labels == 0, 1.0, -1.0)
-        losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +
-                            np.logaddexp(0.0, sign * odds_ba[u][val_pairs])).mean(1) / 2 for u in range(self.n_sel)], axis=1)
-        shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
-        order = shuffle.permutation(len(cohort))  # public: the reference's random.shuffle of the clients
-        self.group = private_grouping(losses, lambda scores: self._release_scores(cohort, scores), order)
-        self.sizes = np.bincount(self.group, minlength=self.n_sel)
-        self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
-                             "group_sizes": self.sizes.tolist()})
+        odds_ab = np.stack([self.task.log_odds(self._model_with(u), self.task.ab, batch) for u in range(n_sel)])
+        odds_ba = np.stack([self.task.log_odds(self._model_with(u), self.task.ba, batch) for u in range(n_sel)])
+        position = dict(zip(cohort.ids, cohort.indices.tolist()))
+        slot = dict(zip(cohort.ids, range(n)))  # client i of the cohort writes slot i
 
-    def _release_scores(self, cohort, scores: np.ndarray) -> np.ndarray:
-        """One ``noisy_sum`` of the clients' score rows, client i's row in slot i of an n·U vector (so the sum is
-        every row plus N(0, σ_g²) noise; sensitivity 1), streamed in chunks of clients to bound memory."""
-        n, n_sel = scores.shape
-        offset = [0]
-
-        def batch_fn(spans: list[list[str]]) -> np.ndarray:
-            lo, m = offset[0], len(spans)
-            offset[0] += m
-            rows = np.zeros((m, n * n_sel), dtype=np.float32)
-            for k in range(m):
-                rows[k, (lo + k) * n_sel : (lo + k + 1) * n_sel] = scores[lo + k]
+        def client_fn(chunk) -> np.ndarray:  # client side: its own validation losses and ranking, nothing else
+            rows = np.zeros((len(chunk), n * n_sel), dtype=np.float32)
+            if not len(chunk):
+                return rows
+            pairs, labels = self._own_pairs(chunk, position)
+            val_pairs, val_labels = pairs[:, k:], labels[:, k:]
+            sign = np.where(val_labels == 0, 1.0, -1.0)  # mean cross-entropy per selector, both orders
+            losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +
+                                np.logaddexp(0.0, sign * odds_ba[u][val_pairs])).mean(1) / 2 for u in range(n_sel)],
+                              axis=1)
+            for j, (cid, row) in enumerate(zip(chunk.ids, preference_scores(losses))):
+                rows[j, slot[cid] * n_sel : (slot[cid] + 1) * n_sel] = row
             return rows
 
-        chunk = max(1, min(1024, (1 << 22) // max(n * n_sel, 1)))
-        total = self.fed.map_clipped_sum(cohort, batch_fn, clip=1.0, chunk_clients=chunk)
-        noisy = self.fed.noisy_sum(total, clip=1.0, noise_multiplier=self.sigma_g, cohort=cohort)
-        return np.asarray(noisy, dtype=np.float64).reshape(n, n_sel)
+        chunk = max(1, min(1024, (1 << 22) // max(n * n_sel, 1)))  # bounds the chunk's rows in memory
+        noisy = fed.private_sum(cohort, client_fn, clip=1.0, mechanism=Gaussian(self.sigma_g), batched=True,
+                                chunk_clients=chunk, download_floats=self._pool_floats())
+        shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
+        order = shuffle.permutation(n)  # public: the reference's random.shuffle of the clients
+        self.group = balanced_grouping(np.asarray(noisy, dtype=np.float64).reshape(n, n_sel), order)
+        self.sizes = np.bincount(self.group, minlength=n_sel)
+        self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
+                             "group_sizes": self.sizes.tolist()})
 
     def _model_with(self, u: int):
         self.adapter.set(self.weights[u])

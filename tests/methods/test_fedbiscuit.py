@@ -185,12 +185,28 @@ def test_fedbis_end_to_end(tiny, tmp_path):
     assert [h["phase"] for h in art.history] == ["selector"] * cfg.rounds + ["dpo"]
 
 
+class _Unnested(Federation):
+    """Counts releases and fails on a release started inside another one's client function."""
+
+    releases, _depth = 0, 0
+
+    def private_sum(self, *args, **kwargs):
+        assert self._depth == 0, "a release nested in another's client function counts client seconds twice"
+        self._depth, self.releases = self._depth + 1, self.releases + 1
+        try:
+            return super().private_sum(*args, **kwargs)
+        finally:
+            self._depth -= 1
+
+
 @pytest.mark.slow
 def test_fedbiscuit_end_to_end_with_private_grouping(tiny, tmp_path):
     fed, public = _setup(tiny, tmp_path)
+    fed.__class__ = _Unnested  # one flat release per round and per regrouping: client seconds counted once
     cfg = FedBiscuitConfig.tiny()
     budget = PrivacyBudget(4.0, 1e-5)
     art = FedBiscuit().train(fed, public, cfg, budget)
+    assert fed.releases == len(cfg.schedule())
     assert len(art.texts) >= 0.8 * cfg.n_synthetic and art.info["selectors"] == 3
     _check_ledger(FedBiscuit(), cfg, fed, art.info, budget)
     phases = [h["phase"] for h in art.history]
