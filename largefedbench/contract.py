@@ -77,7 +77,7 @@ class Method:
     status: ClassVar[str] = "runnable"
     #: the ε the method always runs at (0 for the public reference, inf for the non-private one), else None.
     fixed_epsilon: ClassVar[float | None] = None
-    #: does ``fed.map_embeddings`` need the cached span embeddings of the private train clients?
+    #: do the method's client functions (``fed.private_sum``) need the cached span embeddings of the private train clients?
     needs_span_embeddings: ClassVar[bool] = False
 
     def train(self, fed, public: PublicResources, cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract

@@ -11,14 +11,10 @@ A method gets a :class:`Federation` over the private train clients and may only
   from ``largefedbench.privacy.mechanisms``) adds its noise and appends one ledger event whose sampling matches
   how the cohort was drawn; only the noised sum is returned.
 
-The older per-client calls below remain while methods are ported to ``private_sum``:
+Nothing public returns per-client rows: client data leaves only as a mechanism's noised sum (or, for the ε = ∞
+reference alone, through ``release_without_noise``, recorded as a noiseless release).
 
-- ``map`` a client computation over each cohort client's own spans (or cached span embeddings) — one vector
-  per client, vectorised over clients where the computation allows;
-- ``noisy_sum`` the per-client vectors: each clipped to L2 norm ≤ ``clip``, summed (what secure aggregation
-  reveals), plus N(0, (σ·clip)²) noise, with the release appended to the privacy ledger.
-
-The ledger is what the entry's ε is computed from, so a release that does not go through ``noisy_sum`` is
+The ledger is what the entry's ε is computed from, so a release that does not go through ``private_sum`` is
 impossible to hide. The federation also counts the costs of POPri's Table 2: floats downloaded and uploaded
 per client per round, client and server compute seconds.
 """
@@ -33,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from largefedbench.data.federated import ClientSplit
-from largefedbench.errors import InputError, PrivacyError
+from largefedbench.errors import InputError
 from largefedbench.client_views import ClientStore
 from largefedbench.executors import Executor, make_executor
-from largefedbench.privacy import PrivacyLedger, add_gaussian_noise
-from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
+from largefedbench.privacy import PrivacyLedger
+from largefedbench.privacy.mechanisms import Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 
-__all__ = ["Cohort", "ClippedSum", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
+__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
 
 
 @dataclass(frozen=True)
@@ -236,145 +232,11 @@ class Federation:
                        floats_down_per_client=float(download_floats), floats_up_per_client=float(width))
         return noisy
 
-    # -- client computation ----------------------------------------------------------------------------
-    def map(
-        self,
-        cohort: Cohort,
-        client_fn: Callable[[list[str]], Any] | None = None,
-        *,
-        batch_fn: Callable[[list[list[str]]], Any] | None = None,
-        download_floats: int = 0,
-    ) -> Any:
-        """One vector per cohort client from its own spans: ``client_fn(spans)`` per client, or
-        ``batch_fn([spans, …])`` once for the whole cohort (vectorised; it must not mix clients).
-
-        ``download_floats`` is what each client downloads for the computation (e.g. model parameters).
-        Returns a (len(cohort), d) numpy array or torch tensor.
-        """
-        if (client_fn is None) == (batch_fn is None):
-            raise InputError("give exactly one of client_fn (per client) or batch_fn (whole cohort)")
-        spans = [self._clients.spans(cid) for cid in cohort.ids]
-        start = time.perf_counter()
-        if batch_fn is not None:
-            out = batch_fn(spans)
-        else:
-            rows = [client_fn(s) for s in spans]
-            out = _stack(rows)
-        out = self._own_outputs(cohort.ids, out)
-        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
-        return out
-
     #: privacy auditing (``largefedbench.audit``): ``fn(client_ids, outputs) -> outputs`` lets canary clients return
     #: their canary vector as their client computation; the outputs are then clipped and noised like every other.
     client_outputs: Callable[[Sequence[str], Any], Any] | None = None
 
-    def _own_outputs(self, ids: Sequence[str], out: Any) -> Any:
-        return out if self.client_outputs is None else self.client_outputs(ids, out)
-
-    def client_metadata(self, fields: Sequence[str]) -> list[dict[str, Any]]:
-        """Each client's own values of the record ``fields`` (e.g. category, country, chamber), in client order; a
-        field the snapshot lacks is None. Client-side state: a method may use it only inside client computations
-        (``map``/``map_embeddings`` bodies) whose outputs are released through ``noisy_sum``."""
-        names = set(self._clients.table.column_names)
-        cols = {f: self._clients.column(f) if f in names else [None] * self.n_clients for f in fields}
-        return [{f: cols[f][i] for f in fields} for i in range(self.n_clients)]
-
-    def map_embeddings(
-        self,
-        cohort: Cohort,
-        fn: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
-        *,
-        download_floats: int = 0,
-        chunk_clients: int = 8192,
-    ) -> np.ndarray:
-        """Vectorised client computation over cached span embeddings, in chunks of clients.
-
-        ``fn(span_vectors, owner, n)`` gets the span embeddings of ``n`` clients stacked, with ``owner[k]`` the
-        chunk-local client of row ``k``, and returns an ``(n, m)`` array (e.g. POPri's per-client scores).
-        """
-        if self._embeddings is None:
-            raise InputError("this federation was built without span embeddings; pass embeddings= to use map_embeddings")
-        emb = self._embeddings
-        parts = []
-        start = time.perf_counter()
-        for lo in range(0, len(cohort), chunk_clients):
-            idx = cohort.indices[lo : lo + chunk_clients]
-            counts = emb.offsets[idx + 1] - emb.offsets[idx]
-            rows = np.concatenate([np.arange(emb.offsets[i], emb.offsets[i + 1]) for i in idx]) if len(idx) else np.zeros(0, int)
-            owner = np.repeat(np.arange(len(idx)), counts)
-            parts.append(np.asarray(fn(emb.vectors[rows], owner, len(idx))))
-        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
-        return np.concatenate(parts) if parts else np.zeros((0, 0))
-
-    def map_clipped_sum(self, cohort: Cohort, batch_fn: Callable[[list[list[str]]], Any], *, clip: float,
-                        chunk_clients: int = 16, download_floats: int = 0) -> ClippedSum:
-        """``batch_fn`` over chunks of ``chunk_clients`` clients, each client's vector clipped to L2 ≤ ``clip`` and
-        summed as it comes (what secure aggregation computes), so memory holds one chunk of client vectors, not
-        the cohort's (DistilGPT2 × 1000 clients would be 328 GB). Pass the result to ``noisy_sum`` or
-        ``noisy_prefix_sum`` with the same ``clip``; nothing is released until then."""
-        if chunk_clients < 1:
-            raise InputError(f"chunk_clients={chunk_clients} must be at least 1")
-        total, width = None, 0
-        start = time.perf_counter()
-        for lo in range(0, max(len(cohort), 1), chunk_clients):  # an empty cohort still gives a zero sum's shape
-            ids = cohort.ids[lo : lo + chunk_clients]
-            out = self._own_outputs(ids, batch_fn([self._clients.spans(cid) for cid in ids]))
-            if len(out) != len(ids):
-                raise InputError(f"batch_fn returned {len(out)} vectors for {len(ids)} clients: one per client")
-            part = clip_rows(out, clip).sum(0)
-            total = part if total is None else total + part
-            width = int(np.prod(tuple(out.shape[1:]))) if len(out.shape) > 1 else 1
-        self.costs.add(cohort.round, client_seconds=time.perf_counter() - start, floats_down_per_client=float(download_floats))
-        return ClippedSum(total, float(clip), len(cohort), width, cohort.round)
-
-    def _clipped_total(self, vectors: Any, clip: float, cohort: Cohort, name: str) -> tuple[Any, int]:
-        if isinstance(vectors, ClippedSum):
-            if vectors.round != cohort.round or vectors.n_clients != len(cohort):
-                raise PrivacyError(f"{name} got the clipped sum of another cohort (round {vectors.round}, "
-                                   f"{vectors.n_clients} clients) than round {cohort.round}'s")
-            if vectors.clip != float(clip):
-                raise PrivacyError(f"{name}: the sum was clipped at {vectors.clip:g} but the noise is scaled for "
-                                   f"clip {clip:g}; use the same clip for both")
-            if vectors.total is None:
-                raise PrivacyError(f"{name}: an empty cohort's clipped sum has no shape; give a zero-row matrix instead")
-            return vectors.total, vectors.width
-        if len(vectors) != len(cohort):
-            raise PrivacyError(f"{name} got {len(vectors)} vectors for a cohort of {len(cohort)} clients: one vector per client")
-        width = int(np.prod(tuple(vectors.shape[1:]))) if len(vectors.shape) > 1 else 1
-        return clip_rows(vectors, clip).sum(0), width
-
-    # -- the DP release --------------------------------------------------------------------------------
-    def noisy_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort) -> Any:
-        """Clip each client's vector to L2 ≤ ``clip``, sum, add N(0, (σ·clip)²); record the release."""
-        if not noise_multiplier > 0:
-            raise PrivacyError(
-                f"noise_multiplier {noise_multiplier} must be > 0 for a private release; the non-private reference "
-                "does not use noisy_sum"
-            )
-        start = time.perf_counter()
-        total, width = self._clipped_total(vectors, clip, cohort, "noisy_sum")
-        noisy = add_gaussian_noise(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
-        for event in Gaussian(noise_multiplier).events(sampling=cohort.sampling, sample_rate=cohort.sample_rate):
-            self.ledger.append(event)  # a fixed-size epoch cohort claims no amplification by sampling
-        self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
-        return noisy
-
-    def noisy_prefix_sum(self, vectors: Any, *, clip: float, noise_multiplier: float, cohort: Cohort,
-                         tree: TreePrefixSum) -> Any:
-        """DP-FTRL's release: the running sum of clipped per-client sums since the epoch began, with the noise of
-        a binary tree aggregator (Kairouz et al. 2021, §3): each tree node gets N(0, (σ·clip)²) once, and the prefix
-        sum after round t carries the node noises of t's binary decomposition. The first round of each tree records
-        one ``TreeAggregationEvent`` epoch (accounted under REPLACE_SPECIAL by dp-accounting)."""
-        if not noise_multiplier > 0:
-            raise PrivacyError(f"noise_multiplier {noise_multiplier} must be > 0 for a private release")
-        start = time.perf_counter()
-        total, width = self._clipped_total(vectors, clip, cohort, "noisy_prefix_sum")
-        if tree.steps == 0:
-            self.ledger.record_tree(noise_multiplier=noise_multiplier, rounds_per_epoch=tree.rounds_per_epoch)
-        noisy = tree.add(total, noise_multiplier=noise_multiplier, clip=clip, generator=self._generator_for(total))
-        self.costs.add(cohort.round, server_seconds=time.perf_counter() - start, floats_up_per_client=float(width))
-        return noisy
-
+    # -- the ε = ∞ reference ---------------------------------------------------------------------------
     def release_without_noise(self) -> list[str]:
         """Every span of every client, in the clear: only the ε = ∞ (non-private) reference may call this.
         The release is recorded in the ledger as a noiseless Gaussian event, so its ε is computed as infinite."""
@@ -420,20 +282,6 @@ class Federation:
             gen.manual_seed(int(self._noise_rng.integers(2**62)))
             self._torch_generators[device] = gen
         return self._torch_generators[device]
-
-
-@dataclass(frozen=True)
-class ClippedSum:
-    """The sum of a cohort's clipped client vectors, made by ``Federation.map_clipped_sum``: not yet a release."""
-
-    total: Any
-    clip: float
-    n_clients: int
-    width: int
-    round: int
-
-    def __len__(self) -> int:
-        return self.n_clients
 
 
 class PlannedCohort:

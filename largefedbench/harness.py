@@ -279,7 +279,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         )
     if cls.fixed_epsilon is None and not len(ledger):
         raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
-                          "method must learn from the private clients through noisy_sum")
+                          "method must learn from the private clients through fed.private_sum")
     t1 = time.perf_counter()
     synthetic_fid = None
     if artifact.kind == "synthetic text":

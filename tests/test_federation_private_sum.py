@@ -181,11 +181,18 @@ def test_empty_cohorts_and_bad_input_get_clear_errors(split):
         fed.private_sum(cohort, lambda chunk: np.zeros((1, 3)), clip=1.0, mechanism=NoNoise(), batched=True)
 
 
-def test_noisy_sum_on_a_fixed_size_epoch_cohort_claims_no_amplification(split):
+#: everything public on a Federation: cohorts, the one door, the ε = ∞ reference's release, resume state, public
+#: counts, the ledger and costs, and the audit's canary hook — nothing that returns per-client rows
+PUBLIC_API = {"client_ids", "client_outputs", "costs", "epoch", "everyone", "ledger", "load_state_dict", "n_clients",
+              "private_sum", "release_without_noise", "round", "sample", "state_dict"}
+
+
+def test_the_public_federation_api_has_no_per_client_row_method(split):
     fed = federation(split)
-    cohort = fed.epoch(10)[0].start()
-    fed.noisy_sum(np.zeros((len(cohort), 2)), clip=1.0, noise_multiplier=2.0, cohort=cohort)
-    assert fed.ledger.events == (GaussianEvent(2.0),)
+    assert {name for name in dir(fed) if not name.startswith("_")} == PUBLIC_API
+    for gone in ("map", "map_embeddings", "map_clipped_sum", "client_metadata", "noisy_sum", "noisy_prefix_sum"):
+        assert not hasattr(fed, gone), gone
+    assert fed.client_ids == tuple(split[0].ids)  # ids are public (every cohort names its clients), data is not
 
 
 @pytest.mark.parametrize("normalization", ["zscore", "mean"])

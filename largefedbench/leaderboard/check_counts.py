@@ -4,7 +4,7 @@ each seed's ledger records; the ledger's sampling rate against the config's clie
 client count; one history per seed.
 
 The rules hold for every method that follows the contract: each round's cohort is released through the
-federation (``noisy_sum`` records one step per release, ``noisy_prefix_sum`` one tree epoch of
+federation (``private_sum`` records one step per ``Gaussian`` release, one tree epoch per ``TreeAggregation`` tree of
 ``rounds_per_epoch`` rounds), so a seed's ledger covers at least as many rounds as the seed ran. A method
 ``Config`` field ``rounds`` counts federation rounds (a method may run more, e.g. extra histogram rounds);
 ``clients_per_round`` (expected cohort size) or ``sample_rate`` set the Poisson rate of those rounds.

@@ -77,7 +77,7 @@ def check_privacy(entry: Entry) -> list[Finding]:
         where = f"privacy.ledgers[{i}]"
         if private and isinstance(ledger, dict) and not ledger.get("events"):
             out.append(error("privacy-ledger", where, "records no release, yet the entry targets ε > 0: a private "
-                             "method learns from the clients only through noisy_sum, which records every release",
+                             "method learns from the clients only through private_sum, which records every release",
                              fix_rerun))
             continue
         if p.delta == 0 and isinstance(ledger, dict) and ledger.get("events"):

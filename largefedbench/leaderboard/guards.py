@@ -1,5 +1,9 @@
 """Watchers used by `lfb smoke`: private data reachable only through the federation, the test split never.
 
+The Federation's public API enforces the rest: nothing public returns per-client rows (client data leaves only as
+``private_sum``'s noised sums), so the one thing left to watch is a method reaching around it through the
+federation's private attributes (``fed._clients``, ``fed._embeddings``) or the snapshot.
+
 They catch the accidental leak (a method that reads ``fed._clients`` directly, or the test clients through the
 snapshot), not a determined adversary: entries are also reviewed and can be re-run with
 `lfb leaderboard reproduce`.
@@ -32,8 +36,8 @@ class _Watched:
         caller = sys._getframe(depth).f_globals.get("__name__", "?")
         if caller not in PRIVATE_READERS:
             message = (f"{caller} read {self._what}.{name} directly; private client data must be reached only "
-                       f"through the Federation (private_sum, or sample, map, map_embeddings, client_metadata, "
-                       f"noisy_sum)")
+                       f"through the Federation's one door (fed.private_sum: client functions get "
+                       f"each client's own view)")
             self._violations.append(message)
             raise MethodError(message)
 

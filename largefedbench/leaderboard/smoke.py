@@ -175,7 +175,7 @@ def _check_ledger(report: SmokeReport, prep, run: _Run) -> None:
                    else f"the ε = 0 reference recorded {len(ledger)} release(s)")
         return
     if not len(ledger):
-        report.add("ledger", False, "empty: the method released nothing through fed.noisy_sum, so its result does "
+        report.add("ledger", False, "empty: the method released nothing through fed.private_sum, so its result does "
                    "not depend on the private clients, or it bypassed the federation")
         return
     accountant = resolve_accountant(ledger.events)

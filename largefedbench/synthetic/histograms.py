@@ -3,7 +3,7 @@ noisy histogram, control-code profiles and kNN votes within a control code.
 
 Every function here is plain numpy (and scikit-learn for PCA/k-means) on public or per-client arrays, so each one is
 testable on hand-computable cases. The DP release itself is never done here: a method builds each client's vector with
-these functions inside a client computation and releases the sum through ``Federation.noisy_sum``.
+these functions inside a client computation and releases the sum through ``Federation.private_sum``.
 
 - :func:`fit_buckets` / :class:`Buckets` — Yu et al. 2024 Alg. 2 steps 2–3 as in the released code
   (``resample_with_embeddings.py``): L2-normalise, PCA fitted on the synthetic pool keeping 90% of the variance,

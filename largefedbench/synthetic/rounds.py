@@ -3,7 +3,7 @@
 Privacy plan (POPri §3.1 "Privacy guarantees", App. D.1): T rounds, each one Poisson-sampled Gaussian sum of
 unit-norm client vectors (sensitivity 1) at rate q = clients_per_round / n_clients (q = 1: full participation,
 as in the paper's Table 1); σ is the smallest noise multiplier whose T planned events fit the budget
-(``PrivacyBudget.calibrate``, opacus RDP as in the paper). Every round goes through ``fed.noisy_sum``, which
+(``PrivacyBudget.calibrate``, opacus RDP as in the paper). Every round goes through ``fed.private_sum``, which
 records the event that the harness accounts.
 """
 

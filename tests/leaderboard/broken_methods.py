@@ -8,6 +8,7 @@ import numpy as np
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,12 @@ class _Base(Method):
         sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=rate, steps=steps), n_clients=fed.n_clients)
         for _ in range(rounds):
             cohort = fed.sample(rate)
-            fed.noisy_sum(fed.map(cohort, lambda spans: np.ones(4)), clip=1.0, noise_multiplier=sigma, cohort=cohort)
+            fed.private_sum(cohort, lambda view: np.ones(4), clip=1.0, mechanism=Gaussian(sigma), shape=(4,))
         return sigma
 
 
 class Peeker(_Base):
-    """Reads the private clients' spans directly instead of through fed.map."""
+    """Reads the private clients' spans directly instead of through fed.private_sum."""
 
     name = "peeker"
 

@@ -4,7 +4,7 @@ Each round a Poisson cohort of clients reports its word histogram over a public 
 words of the public split), L1-normalised so that its L2 norm is at most 1; the federation clips, sums and adds
 Gaussian noise. The noisy counts, mixed with a little of the public distribution, become a unigram model from
 which the synthetic samples are drawn. It exists to show (and test) the plug-in path: entry point, contract,
-calibration of σ through the budget, every release through ``fed.noisy_sum``.
+calibration of σ through the budget, every release through ``fed.private_sum``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|[0-9]+|[.,;:!?]")
 
@@ -73,8 +74,8 @@ class DPUnigram(Method):
             total, history, start = np.asarray(state["total"]), list(state["history"]), last + 1
         for r in range(start, cfg.rounds):
             cohort = fed.sample(cfg.sample_rate)
-            vectors = fed.map(cohort, histogram, download_floats=0)
-            total = total + fed.noisy_sum(vectors, clip=cfg.clip, noise_multiplier=sigma, cohort=cohort)
+            total = total + fed.private_sum(cohort, lambda view: histogram(view.spans), clip=cfg.clip,
+                                            mechanism=Gaussian(sigma), shape=(len(vocab),))
             history.append({"round": r, "sigma": sigma, "cohort": len(cohort)})
             public.save_round(fed, r, {"total": total.tolist(), "history": history})
         dist = np.clip(total, 0.0, None)
