@@ -95,7 +95,7 @@ TINY_TEXT = {"max_new_tokens": 8, "examples_per_prompt": 1, "n_final": 4, "gener
 def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
     fd, bundle, _ = cpu_llm
     cfg = dataclasses.replace(POPri.Config.tiny(), rounds=1, n_prompts=2, n_per_prompt=3, rejected_rank=2,
-                              dpo_batch_size=2, **TINY_TEXT)
+                              dpo_epochs=1, dpo_batch_size=2, **TINY_TEXT)
     fed = _federation(fd, bundle)
     public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     artifact = POPri().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
