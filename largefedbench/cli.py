@@ -526,16 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "it runs offline on the demo snapshot with the tiny profile. A killed run resumes when the same "
                        "command is run again.")
     p.add_argument("--method", required=True, help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
-    p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: demo)")
     p.add_argument("--epsilon", type=float, help="user-level epsilon (default 1, POPri's strict regime)")
-    p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
-    p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), small (one GPU) or paper (default: tiny)")
-    p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults: paper, cpu or tiny (default: the profile's own for cpu and tiny, else paper)")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries with >= 3)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
-    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder to write the entry under (default ./leaderboard)")
-    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
+    _add_run_flags(p)
     _add_executor_flags(p)
     p.add_argument("--json", action="store_true", help="print the entry")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -570,15 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
     p.add_argument("--inclusion-seed", type=int, default=0, help="seed of the canaries and their coin flips (default 0)")
     p.add_argument("--epsilon", type=float, nargs="+", help="one or more claimed epsilons to run at (default 1)")
-    p.add_argument("--dataset", help="snapshot (default: demo)")
-    p.add_argument("--delta", type=float, help="delta (default 3e-6)")
-    p.add_argument("--profile", help="tiny, small or paper (default: tiny)")
-    p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults (default: the profile's own for cpu and tiny, else paper)")
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
-    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder (default ./leaderboard)")
-    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    _add_run_flags(p)
     p.add_argument("--json", action="store_true", help="print the entry (a list with several --epsilon)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_audit)
@@ -588,6 +572,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cutoffs)
     _add_leaderboard_parsers(sub)  # leaderboard and smoke
     return parser
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags `lfb eval` and `lfb audit` share: where the run reads, what it runs with, where it writes."""
+    p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: demo)")
+    p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
+    p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), small (one GPU) "
+                   "or paper (default: tiny)")
+    p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults: paper, cpu or tiny (default: "
+                   "the profile's own for cpu and tiny, else paper)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries "
+                   "with >= 3)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
+    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder to write the entry under "
+                   "(default ./leaderboard)")
+    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
 
 
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,12 @@ from largefedbench.leaderboard.render import render_board
 from largefedbench.leaderboard.validate import format_reports, validate_paths
 from largefedbench.privacy import PrivacyLedger
 
-from .entry_variants import entry_path
+from .entry_variants import save
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRIES = REPO / "leaderboard" / "entries" / "demo"
-FEDAVG = next((ENTRIES / "dp-fedavg").glob("*--eps1--*[0-9a-f].json"))
-FTRL = next((ENTRIES / "dp-ftrl").glob("*--eps1--*[0-9a-f].json"))
+FEDAVG = next((ENTRIES / "dp-fedavg").glob("*--eps1--??????????.json"))
+FTRL = next((ENTRIES / "dp-ftrl").glob("*--eps1--??????????.json"))
 PUBLIC = next((ENTRIES / "public").glob("*.json"))
 
 
@@ -31,12 +30,7 @@ def _load(path: Path) -> dict:
 
 
 def _save(board: Path, data: dict, source: Path = FEDAVG) -> Path:
-    path = entry_path(board, data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    for name in data["artifacts"].values():
-        shutil.copyfile(source.parent / name, path.parent / name)
-    return path
+    return save(board, data, artifacts_from=source.parent)
 
 
 def _report(tmp_path: Path, data: dict, source: Path = FEDAVG):

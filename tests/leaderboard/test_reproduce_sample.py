@@ -5,7 +5,6 @@ selection, records and marks are what is tested); test_reproduce_entry.py record
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,15 @@ from largefedbench.leaderboard.reproduced import record_path
 from largefedbench.leaderboard.sample import draw, reproduce_sample
 from largefedbench.leaderboard.validate import format_reports, validate_paths
 
-from .entry_variants import entry_path, relabel, with_seeds
+from .entry_variants import relabel, save, with_seeds
 
 REPO = Path(__file__).resolve().parents[2]
-FEDAVG = next((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*--eps1--*[0-9a-f].json"))
+FEDAVG = next((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*--eps1--??????????.json"))
 WALL = [500.0, 20.0, 300.0, 40.0, 10.0, 200.0]
 
 
 def _save(board: Path, data: dict) -> Path:
-    path = entry_path(board, data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    for name in data["artifacts"].values():
-        shutil.copyfile(FEDAVG.parent / name, path.parent / name)
-    return path
+    return save(board, data, artifacts_from=FEDAVG.parent)
 
 
 @pytest.fixture()
