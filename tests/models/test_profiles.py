@@ -14,10 +14,10 @@ from largefedbench.models import PROFILES, HubModel, TinyGPT2, get_device, get_p
 
 
 def test_known_profiles_and_unknown_name_lists_them():
-    assert list_profiles() == ["paper", "small", "tiny"]
+    assert list_profiles() == ["paper", "small", "cpu", "tiny"]
     assert get_profile("tiny") is PROFILES["tiny"]
     assert get_profile(PROFILES["paper"]) is PROFILES["paper"]
-    with pytest.raises(InputError, match="unknown model profile 'huge'.*paper, small, tiny"):
+    with pytest.raises(InputError, match="unknown model profile 'huge'.*paper, small, cpu, tiny"):
         get_profile("huge")
 
 
