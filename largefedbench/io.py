@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,27 @@ def publish_dir(tmp_dir: Path, final_dir: Path) -> None:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise FileExistsError(final_dir)
     os.replace(tmp_dir, final_dir)
+
+
+def build_dir_once(final_dir: Path, marker: str, build: Callable[[Path], None]) -> bool:
+    """Make ``final_dir`` exist with its ``marker`` file, building it on first use; returns True on a cache hit.
+
+    ``build(tmp)`` writes everything (``marker`` last) into a temporary sibling folder, which is published with one
+    rename, so a killed build never leaves a half-written folder. A folder without its marker is debris and is
+    rebuilt; a concurrent build that published first wins (both built the same thing).
+    """
+    if (final_dir / marker).is_file():
+        return True
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    tmp = final_dir.parent / f".tmp-{final_dir.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    try:
+        build(tmp)
+        publish_dir(tmp, final_dir)
+    except FileExistsError:
+        pass
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return False

@@ -17,20 +17,18 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
-import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from largefedbench.errors import LfbError
-from largefedbench.io import atomic_write_json, publish_dir
+from largefedbench.io import atomic_write_json, atomic_write_text, build_dir_once
 from largefedbench.models.profiles import PackagedGGUF
 from largefedbench.paths import lfb_home
 
 log = logging.getLogger(__name__)
 CONVERSION_VERSION = 2
+MARKER = "lfb_conversion.json"
 
 
 def locate_gguf(source: PackagedGGUF) -> Path:
@@ -67,10 +65,7 @@ def _sha256_cached(path: Path, cache_root: Path) -> str:
     if memo.is_file():
         return memo.read_text().strip()
     digest = file_sha256(path)
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-    tmp.write_text(digest)
-    os.replace(tmp, memo)
+    atomic_write_text(memo, digest)
     return digest
 
 
@@ -82,7 +77,7 @@ def converted_dir(source: PackagedGGUF, root: Path | None = None) -> tuple[Path,
     return cache_root / f"{digest[:16]}-v{CONVERSION_VERSION}", gguf_path, digest
 
 
-def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -> dict[str, Any]:
+def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -> None:
     try:
         import gguf  # noqa: F401  (transformers needs it to read the file)
     except ImportError:
@@ -106,27 +101,16 @@ def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -
             "quantization": source.quantization, "architecture": type(clean).__name__,
             "n_params": sum(p.numel() for p in {id(p): p for p in clean.parameters()}.values()),
             "seconds": round(time.perf_counter() - t0, 2), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    atomic_write_json(folder / "lfb_conversion.json", info)
-    return info
+    atomic_write_json(folder / MARKER, info)  # written last: its presence marks a complete folder
 
 
 def prepare_gguf_model(source: PackagedGGUF, *, root: Path | None = None) -> tuple[Path, bool, dict[str, Any]]:
     """The converted HF folder of ``source``, converting on first use; returns ``(folder, cache_hit, info)``."""
     final, gguf_path, digest = converted_dir(source, root)
-    marker = final / "lfb_conversion.json"
-    if marker.is_file():
-        return final, True, json.loads(marker.read_text())
-    if final.exists():  # no marker: debris of something that was not published by us
-        shutil.rmtree(final)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
-    log.info("converting %s (%s) to a Hugging Face folder, once", gguf_path.name, source.model_id)
-    try:
-        info = _convert(gguf_path, tmp, source, digest)
-        publish_dir(tmp, final)
-    except FileExistsError:  # a concurrent run published first; same file, same result
-        info = json.loads(marker.read_text())
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final, False, info
+
+    def convert(tmp: Path) -> None:
+        log.info("converting %s (%s) to a Hugging Face folder, once", gguf_path.name, source.model_id)
+        _convert(gguf_path, tmp, source, digest)
+
+    hit = build_dir_once(final, MARKER, convert)
+    return final, hit, json.loads((final / MARKER).read_text())

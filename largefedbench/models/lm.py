@@ -19,9 +19,7 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from largefedbench.errors import InputError, LfbError
-from largefedbench.io import atomic_write_json, publish_dir
+from largefedbench.io import atomic_write_json, build_dir_once
 from largefedbench.models.device import get_device
 from largefedbench.models.embedder import describe_embedder, load_embedder, span_embeddings
 from largefedbench.models.gguf import prepare_gguf_model
@@ -262,21 +260,8 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None
 def prepare_tiny_models(profile: ModelProfile, fd, *, root: Path | None = None, progress: bool = True) -> tuple[Path, bool]:
     """The cache folder of the tiny models for ``fd``, building it on first use; returns ``(folder, cache_hit)``."""
     final = tiny_cache_dir(profile, fd, root)
-    if (final / "manifest.json").is_file():
-        return final, True
-    if final.exists():  # a folder without manifest cannot come from publish_dir; someone left debris
-        shutil.rmtree(final)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
-    try:
-        _build_tiny(profile, fd, tmp, progress)
-        publish_dir(tmp, final)
-    except FileExistsError:  # a concurrent run published first; its models are equivalent
-        pass
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final, False
+    hit = build_dir_once(final, "manifest.json", lambda tmp: _build_tiny(profile, fd, tmp, progress))
+    return final, hit
 
 
 def _load_local_lm(folder: Path, device: torch.device):
