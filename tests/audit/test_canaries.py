@@ -47,14 +47,21 @@ def test_included_canaries_join_the_split_as_ordinary_clients(demo):
     assert all(c not in split for c, inc in zip(plan.ids, plan.included) if not inc)
 
 
-def test_canary_updates_are_clipped_and_summed_like_any_client(demo):
-    from largefedbench.privacy.mechanisms import NoNoise
-
+def _canary_federation(demo, d: int = 2000):
+    """4 real clients plus 8 update canaries (about half inserted) whose outputs are 3·u; ``want`` is the clipped
+    (clip 1) sum when every real client returns all ones: (plan, split, fed, d, want)."""
     plan = CanaryPlan(8, 1, "update")
     split = with_canaries(ClientSplit("train", demo.train.table.select(range(4))), plan)
     fed = Federation(split, seed=0)
     fed.client_outputs = plan.federation_hook(norm=3.0)
-    d = 2000
+    want = 4 * np.ones(d) / np.sqrt(d) + sum(plan.direction(int(j), d).numpy() for j in np.flatnonzero(plan.included))
+    return plan, split, fed, d, want
+
+
+def test_canary_updates_are_clipped_and_summed_like_any_client(demo):
+    from largefedbench.privacy.mechanisms import NoNoise
+
+    plan, split, fed, d, want = _canary_federation(demo)
     seen = {}
 
     def client(view):  # a real client's update: all ones (norm √d, clipped to 1)
@@ -63,8 +70,6 @@ def test_canary_updates_are_clipped_and_summed_like_any_client(demo):
 
     total = fed.private_sum(fed.everyone(), client, clip=1.0, mechanism=NoNoise())
     assert len(seen) == len(split)  # canaries ran as ordinary clients; their outputs were then replaced
-    inserted = np.flatnonzero(plan.included)
-    want = 4 * np.ones(d) / np.sqrt(d) + sum(plan.direction(int(j), d).numpy() for j in inserted)
     assert np.allclose(total, want, atol=1e-5)  # each canary's 3·u clipped to norm 1, summed once
     scores = update_scores(plan, torch.as_tensor(total))
     assert scores[plan.included].min() > 0.2 > np.abs(scores[~plan.included]).max()
@@ -85,12 +90,7 @@ def test_text_scores_are_the_nearest_synthetic_cosine():
 
 
 def test_private_sum_honours_canaries_per_client_and_batched(demo):
-    plan = CanaryPlan(8, 1, "update")
-    split = with_canaries(ClientSplit("train", demo.train.table.select(range(4))), plan)
-    fed = Federation(split, seed=0)
-    fed.client_outputs = plan.federation_hook(norm=3.0)
-    d = 2000
-    want = 4 * np.ones(d) / np.sqrt(d) + sum(plan.direction(j, d).numpy() for j in np.flatnonzero(plan.included))
+    _, _, fed, d, want = _canary_federation(demo)
     per_client = fed.private_sum(fed.everyone(), lambda view: np.ones(d), clip=1.0, mechanism=NoNoise())
     batched = fed.private_sum(fed.everyone(), lambda view: np.ones((len(view), d)), clip=1.0, mechanism=NoNoise(),
                               batched=True, chunk_clients=3)
