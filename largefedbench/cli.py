@@ -236,7 +236,7 @@ def cmd_eval(args) -> int:
         method=args.method, dataset=args.dataset or "demo", epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, root=args.root, device=args.device, progress=not args.quiet,
-        executor=args.executor, ray_address=args.ray_address,
+        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
     )
     result = run_eval(request)
     if args.json:
@@ -326,8 +326,7 @@ def cmd_leaderboard_render(args) -> int:
             print(f"{path} is out of date: run `lfb leaderboard render --out {args.out}`", file=sys.stderr)
         return 1 if result.stale else 0
     board = result.board
-    print(f"rendered {len(board.rows)} entries ({board.count('ranked')} ranked, {board.count('unranked')} unranked, "
-          f"{board.count('contaminated')} possibly contaminated; {len(result.invalid)} invalid not shown) in "
+    print(f"rendered {len(board.rows)} entries ({board.counts_text()}; {len(result.invalid)} invalid not shown) in "
           f"{result.seconds:.1f} s: {args.out / 'README.md'}, {args.out / 'index.html'}")
     return 0
 
@@ -527,6 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "command is run again.")
     p.add_argument("--method", required=True, help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
     p.add_argument("--epsilon", type=float, help="user-level epsilon (default 1, POPri's strict regime)")
+    p.add_argument("--noise-free", action="store_true", help="diagnostic: calibrate for --epsilon but release every "
+                   "sum without noise (σ = 0, ε = ∞ recorded); the entry shows what the noise costs and is never ranked")
     _add_run_flags(p)
     _add_executor_flags(p)
     p.add_argument("--json", action="store_true", help="print the entry")

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from largefedbench.client_views import ClientStore
 from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError
-from largefedbench.client_views import ClientStore
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
@@ -127,8 +127,12 @@ class Federation:
         seed: int = 0,
         embeddings: SpanEmbeddings | None = None,
         executor: Executor | str | None = None,
+        noise_free: bool = False,
     ) -> None:
         self._clients = clients
+        #: the noise-free diagnostic (``lfb eval --noise-free``): every release is the exact clipped sum, recorded
+        #: as noiseless (NoNoise), so the ledger's ε is infinite: what the method does with σ = 0, never ranked
+        self.noise_free = bool(noise_free)
         self._seed = int(seed)
         self._executor = executor if hasattr(executor, "map_chunks") else make_executor(executor)
         self._ids: list[str] = list(clients.ids)
@@ -226,6 +230,8 @@ class Federation:
                                  "shape) or use batched=True")
             total, width = np.zeros(shape), int(np.prod(shape))
         start = time.perf_counter()
+        if self.noise_free:
+            mechanism = NoNoise()
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,

@@ -36,6 +36,9 @@ DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
 #: a method's ledger may exceed its target ε by this relative slack (calibration tolerance) before the run fails
 EPSILON_SLACK = 0.01
+NOISE_FREE_NOTE = ("diagnostic: the method's settings and noise calibration are those of the target ε, but every "
+                   "release is the exact clipped sum (σ = 0; the ledger's ε is ∞). It shows what the noise costs; "
+                   "it is never ranked")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class EvalRequest:
     device: str | None = None
     executor: str = "local"  # where client computations of Federation.private_sum run: local or ray
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
+    noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
     progress: bool = True
     command: str = ""
 
@@ -125,7 +129,8 @@ def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[st
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
     eps = "inf" if math.isinf(budget.epsilon) else f"{budget.epsilon:g}"
     snap = fd.manifest["name"].lower()
-    return f"{method}--{snap}--{profile}--eps{eps}--{digest}".replace("+", "")[:128]
+    kind = "--noise-free" if key.get("noise_free") else ""
+    return f"{method}--{snap}--{profile}--eps{eps}{kind}--{digest}".replace("+", "")[:128]
 
 
 def prepare(request: EvalRequest) -> Prepared:
@@ -152,6 +157,9 @@ def prepare(request: EvalRequest) -> Prepared:
     base = preset_config(method_cls, preset)
     config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
     budget = _budget_for(method_cls, request.epsilon, request.delta)
+    if request.noise_free and getattr(method_cls, "fixed_epsilon", None) is not None:
+        raise InputError(f"--noise-free: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; "
+                         "the noise-free diagnostic is for private methods (it removes their noise)")
     fd = load_snapshot(request.dataset, root=request.root)
     verify_snapshot(fd, root=request.root)  # the entry states the manifest's content_sha256: it must be true
     for split in ("train", "validation", "test"):
@@ -169,6 +177,8 @@ def prepare(request: EvalRequest) -> Prepared:
         "snapshot": fd.manifest["content_sha256"], "profile": profile.name, "seeds": list(request.seeds),
         "epsilon": str(budget.epsilon), "delta": budget.delta, "schema": SCHEMA_VERSION,
     }
+    if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
+        key["noise_free"] = True
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
@@ -224,7 +234,8 @@ class _Evaluator:
             vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             offsets = np.concatenate([[0], np.cumsum(self.prep.fd.train.span_counts())])
             embeddings = SpanEmbeddings(vectors, offsets)
-        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor)
+        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor,
+                          noise_free=self.prep.request.noise_free)
 
     # references, cached per (snapshot, profile models, downstream training, seed)
     def _reference_path(self, name: str, seed: int | None) -> Path:
@@ -271,7 +282,10 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     ledger: PrivacyLedger = fed.ledger
     accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"
     spent = ledger.epsilon(budget.delta, accountant) if len(ledger) else 0.0
-    if spent > budget.epsilon * (1 + EPSILON_SLACK) + 1e-9:
+    if prep.request.noise_free and not math.isinf(spent):
+        raise PrivacyError(f"--noise-free: method {cls.name!r} released with noise (ε = {spent:.4g}): every release "
+                           "must go through fed.private_sum, which drops the noise in this diagnostic")
+    if spent > budget.epsilon * (1 + EPSILON_SLACK) + 1e-9 and not prep.request.noise_free:
         raise PrivacyError(
             f"method {cls.name!r} spent ε = {spent:.4g} at δ = {budget.delta:g} (its ledger, {accountant} accountant) "
             f"but the budget is ε = {budget.epsilon:g}: the method calibrated its noise for fewer or quieter releases "
@@ -422,6 +436,8 @@ def build_entry(prep: Prepared, bundle, results: list[dict[str, Any]], refs0: di
         "artifacts": {},
         "history": [r["history"] for r in results],
     }
+    if prep.request.noise_free:
+        entry["diagnostic"] = {"kind": "noise-free", "note": NOISE_FREE_NOTE}
     Entry.model_validate(entry)
     return entry
 
@@ -468,6 +484,8 @@ def _command_for(prep: Prepared) -> str:
              "--seeds", ",".join(map(str, r.seeds)), "--preset", prep.preset]
     if prep.method_cls.fixed_epsilon is None:
         parts += ["--epsilon", f"{prep.budget.epsilon:g}", "--delta", f"{prep.budget.delta:g}"]
+    if r.noise_free:
+        parts.append("--noise-free")
     for k, v in sorted(r.overrides.items()):
         parts += ["--set", f"{k}={v}"]
     return shlex.join(parts)

@@ -18,9 +18,11 @@ EPSILON_BUCKETS: tuple[tuple[str, float], ...] = (("ε ≤ 1", 1.0), ("1 < ε �
                                                   ("ε > 8", math.inf))
 _UNSAFE = re.compile(r"[^a-z0-9._-]|\.\.")
 REFERENCES = "references (ε = 0 and ε = ∞)"
-SECTIONS = ("ranked", "unranked", "contaminated")
+SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic")
 SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
-                  "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff"}
+                  "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff",
+                  "diagnostic": "Diagnostics, never ranked: noise-free runs (calibrated for the target ε, released "
+                                "with σ = 0, so ε = ∞) show what the noise costs"}
 
 
 def bucket_of(epsilon: float) -> str:
@@ -32,7 +34,7 @@ def bucket_of(epsilon: float) -> str:
 @dataclass
 class Row:
     entry: Entry
-    status: str  # ranked | unranked | contaminated
+    status: str  # ranked | unranked | contaminated | diagnostic
     href: str  # the entry file, relative to the board folder
     notes: list[str]
     bucket: str = ""
@@ -100,6 +102,12 @@ class Board:
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
+
+    def counts_text(self) -> str:
+        """``"3 ranked, 1 unranked, 0 possibly contaminated"`` (+ diagnostics when there are any)."""
+        text = (f"{self.count('ranked')} ranked, {self.count('unranked')} unranked, "
+                f"{self.count('contaminated')} possibly contaminated")
+        return text + (f", {self.count('diagnostic')} diagnostic" if self.count("diagnostic") else "")
 
 
 def _sort_key(row: Row) -> tuple:

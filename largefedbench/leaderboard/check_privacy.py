@@ -103,7 +103,13 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"claims ε = {_fmt(epsilon_value(p.epsilon))} but the largest ε over the seeds' ledgers "
                              f"is {_fmt(top)} (tolerance {EPSILON_RTOL:g} relative + {EPSILON_ATOL:g})", fix_rerun))
         target = epsilon_value(p.target_epsilon)
-        if math.isinf(target) and not math.isinf(top):
+        if entry.diagnostic is not None and entry.diagnostic.kind == "noise-free":
+            if not math.isinf(top):
+                out.append(error("privacy-budget", "privacy.epsilon",
+                                 f"the entry is the noise-free diagnostic, but its ledgers spend a finite ε = "
+                                 f"{_fmt(top)}: some release was noised",
+                                 "Re-run with `lfb eval --noise-free`, which records every release as noiseless"))
+        elif math.isinf(target) and not math.isinf(top):
             out.append(error("privacy-budget", "privacy.target_epsilon",
                              f"is ∞, but the ledgers spend a finite ε = {_fmt(top)}: only the non-private reference "
                              "(a noiseless release, ε = ∞) runs without a budget",

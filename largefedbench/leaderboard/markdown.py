@@ -61,8 +61,7 @@ def _group(group: Group, plots: dict[str, str]) -> list[str]:
 def render_markdown(board: Board, plots: dict[str, dict[str, str]]) -> str:
     """The whole README; ``plots`` maps a group slug to {"frontier"|"costs": relative path}."""
     buckets = ", ".join(label for label, _ in EPSILON_BUCKETS)
-    summary = (f"{len(board.rows)} valid entries: {board.count('ranked')} ranked, {board.count('unranked')} unranked, "
-               f"{board.count('contaminated')} possibly contaminated.")
+    summary = f"{len(board.rows)} valid entries: {board.counts_text()}."
     if board.n_invalid:
         summary += f" {board.n_invalid} invalid entries are not shown (`lfb leaderboard validate` says why)."
     redone = [r for r in board.rows if r.reproduction is not None]

@@ -95,6 +95,7 @@ def _request(entry: Entry, out: Path, root: Path | None, progress: bool, overrid
                        epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
                        delta=entry.privacy.delta, profile=entry.config.profile, seeds=tuple(entry.seeds),
                        overrides=overrides, preset=entry.config.preset, out=out, root=root, progress=progress,
+                       noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 
 

@@ -178,6 +178,13 @@ class AuditSection(_Strict):
     per_seed: list[AuditSeed] = Field(min_length=1)
 
 
+class DiagnosticSection(_Strict):
+    """An entry that shows something about a method rather than competing: never ranked."""
+
+    kind: Literal["noise-free"]  # calibrated for the target ε, released with σ = 0 (the ledger's ε is ∞)
+    note: str
+
+
 class Entry(_Strict):
     schema_version: Literal[2] = SCHEMA_VERSION
     entry_id: str = Field(pattern=ID_PATTERN)
@@ -195,6 +202,7 @@ class Entry(_Strict):
     artifacts: dict[str, str] = Field(default_factory=dict)  # plot name -> file name beside the entry
     history: list[list[dict[str, Any]]] = Field(default_factory=list)  # per seed, per round
     audit: AuditSection | None = None  # `lfb audit` entries only
+    diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
 
     @field_validator("artifacts")
     @classmethod

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from largefedbench.leaderboard.check_counts import check_counts
 from largefedbench.leaderboard.check_audit import check_audit
+from largefedbench.leaderboard.check_counts import check_counts
 from largefedbench.leaderboard.check_metrics import check_metrics
 from largefedbench.leaderboard.check_paths import check_paths
 from largefedbench.leaderboard.check_privacy import check_privacy
@@ -178,9 +178,10 @@ def format_reports(reports: list[EntryReport], *, verbose: bool = False) -> str:
         if r.findings or verbose:
             lines.append(f"{r.path}: {r.status}")
             lines.extend(f"  {f.format()}" for f in r.findings)
-    counts = {s: sum(r.status == s for r in reports) for s in ("ranked", "unranked", "contaminated", "invalid")}
+    counts = {s: sum(r.status == s for r in reports) for s in ("ranked", "unranked", "contaminated", "diagnostic", "invalid")}
     lines.append(f"{len(reports)} entries: {counts['ranked']} ranked, {counts['unranked']} unranked, "
-                 f"{counts['contaminated']} possibly contaminated, {counts['invalid']} invalid")
+                 f"{counts['contaminated']} possibly contaminated, {counts['diagnostic']} diagnostic, "
+                 f"{counts['invalid']} invalid")
     return "\n".join(lines)
 
 

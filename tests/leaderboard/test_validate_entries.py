@@ -307,7 +307,7 @@ def test_cli_validate_exit_codes_and_messages(entry, produced, tmp_path, capsys,
                          timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "error [metrics-consistency] metrics.gap_closed.mean" in out.stdout
-    assert "2 entries: 1 ranked, 0 unranked, 0 possibly contaminated, 1 invalid" in out.stdout
+    assert "2 entries: 1 ranked, 0 unranked, 0 possibly contaminated, 0 diagnostic, 1 invalid" in out.stdout
     capsys.readouterr()
     assert main(["leaderboard", "validate", str(good), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["status"] == "ranked"
