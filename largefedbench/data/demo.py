@@ -1,15 +1,21 @@
 """The offline demo corpus: a deterministic, clearly labelled *synthetic* snapshot with the real schema.
 
 ``lfb data demo`` generates a few thousand dated clients — bioRxiv-like abstracts (with categories) and
-parliamentary speeches (USA/GBR/CAN, chambers, speakers) from 2019 to 2025 — from the topic lexicon in
+parliamentary speeches (USA/GBR/CAN, chambers, speakers) from 2019 to 2026 — from the topic lexicon in
 :mod:`largefedbench.data.demo_lexicon`. Topic popularity drifts over time and some topics (with their own
-vocabulary) only appear inside the private window (from September 2024), so a model trained only on the
-public, earlier clients measurably misses what the private clients talk about. Everything it writes says
-``synthetic``; numbers computed on it are for trying the tool, never for papers.
+vocabulary) only appear inside the private window, so a model trained only on the public, earlier clients
+measurably misses what the private clients talk about. Everything it writes says ``synthetic``; numbers computed
+on it are for trying the tool, never for papers.
+
+Version 2 dates every record 4 months later than version 1 (same texts, same splits): the private window starts
+in January 2025, after the knowledge cutoff of every offline generator (SmolLM2-135M, released November 2024), so
+``cpu``-profile entries are not flagged as possibly contaminated. The lexicon's topic curves are in version 1's
+calendar (``LEXICON_SHIFT_MONTHS``).
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import math
 import random
@@ -22,9 +28,12 @@ from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 from largefedbench.data.windows import Window
 
 DEMO_NAME = "demo"
-DEMO_VERSION = "1"
+DEMO_VERSION = "2"
 DEMO_SEED = 20240901
-DEMO_WINDOW = Window(since=dt.date(2024, 9, 1), until=dt.date(2025, 12, 31), public_since=dt.date(2019, 1, 1))
+#: version 2 = version 1's records, each dated this many months later (the lexicon's topic years are version 1's)
+LEXICON_SHIFT_MONTHS = 4
+#: version 1's window, the calendar the lexicon's topic curves and the records' draws are in
+LEXICON_WINDOW = Window(since=dt.date(2024, 9, 1), until=dt.date(2025, 12, 31), public_since=dt.date(2019, 1, 1))
 DEMO_LICENSE = "synthetic-cc0"
 N_CLIENTS = 4000
 PRIVATE_FRACTION = 0.5  # half of the clients fall inside the window
@@ -102,16 +111,28 @@ def _random_day(rng: random.Random, start: dt.date, end: dt.date) -> dt.date:
     return start + dt.timedelta(days=rng.randrange((end - start).days + 1))
 
 
+def add_months(day: dt.date, months: int) -> dt.date:
+    """``day`` moved by whole calendar ``months`` (the day clipped to the target month's length)."""
+    index = day.year * 12 + day.month - 1 + months
+    year, month = divmod(index, 12)
+    return dt.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+
+
+DEMO_WINDOW = Window(since=add_months(LEXICON_WINDOW.since, LEXICON_SHIFT_MONTHS),  # 2025-01-01
+                     until=add_months(LEXICON_WINDOW.until, LEXICON_SHIFT_MONTHS),  # 2026-04-30
+                     public_since=add_months(LEXICON_WINDOW.public_since, LEXICON_SHIFT_MONTHS))  # 2019-05-01
+
+
 def demo_records(n_clients: int = N_CLIENTS, seed: int = DEMO_SEED) -> list[Record]:
     """The demo's records, identical for identical arguments."""
     rng = random.Random(seed)
     roster = _speakers(rng)
-    w = DEMO_WINDOW
+    w = LEXICON_WINDOW
     records = []
     for i in range(n_clients):
         private = rng.random() < PRIVATE_FRACTION
-        day = _random_day(rng, w.since, w.until) if private else _random_day(rng, w.public_since, w.since - dt.timedelta(days=1))
-        year = _year(day)
+        lexicon_day = _random_day(rng, w.since, w.until) if private else _random_day(rng, w.public_since, w.since - dt.timedelta(days=1))
+        year, day = _year(lexicon_day), add_months(lexicon_day, LEXICON_SHIFT_MONTHS)
         if i % 2 == 0:
             topic = _pick_topic(rng, lex.ABSTRACT_TOPICS, year)
             title, text = _abstract(rng, topic)

@@ -16,8 +16,10 @@ class KnownSnapshot:
 
 
 KNOWN_SNAPSHOTS: tuple[KnownSnapshot, ...] = (
+    KnownSnapshot("demo", "demo", "d29d205f244a630b795978214bb79df6679051bf9ff705eae2edc8a1a27e7471",
+                  "`lfb data demo` (synthetic, built offline and deterministically; demo version 2: window from 2025-01)"),
     KnownSnapshot("demo", "demo", "819a9ec8e51eaef0c7caca79d72db68d670b6a5a8eeda55078e82fe0859a4c2d",
-                  "`lfb data demo` (synthetic, built offline and deterministically; lfb 0.1.0)"),
+                  "demo version 1 (window from 2024-09; lfb 0.1.0 before the demo moved 4 months later)"),
 )
 
 

@@ -73,3 +73,20 @@ def test_private_text_drifts_from_public_text(lfb_home):
     # ... and one starts inside it: its words are unseen in public text.
     assert freq(fd.public, "tariff") == 0 < freq(fd.train, "tariff")
     assert DEMO_WINDOW.since.isoformat() == fd.manifest["window"]["since"]
+
+
+def test_version_2_is_version_1_four_months_later_after_the_offline_generators_cutoff():
+    """Same texts and draws as version 1, each record 4 months later; the window starts after SmolLM2's cutoff."""
+    import datetime as dt
+
+    from largefedbench.data.demo import LEXICON_WINDOW, add_months
+    from largefedbench.data.windows import after_cutoff
+    from largefedbench.models.profiles import CPU
+
+    records = demo_records(400)
+    days = [dt.date.fromisoformat(r.date) for r in records]
+    assert DEMO_WINDOW.since == dt.date(2025, 1, 1) and add_months(LEXICON_WINDOW.since, 4) == DEMO_WINDOW.since
+    assert sum(d >= DEMO_WINDOW.since for d in days) > 150 and min(days) >= DEMO_WINDOW.public_since
+    assert max(days) <= DEMO_WINDOW.until and add_months(dt.date(2024, 8, 31), 4) == dt.date(2024, 12, 31)
+    assert after_cutoff(DEMO_WINDOW.since, CPU.generator.id) is True
+    assert after_cutoff(LEXICON_WINDOW.since, CPU.generator.id) is False  # version 1 was not: why it moved
