@@ -28,14 +28,13 @@ from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry, epsilon_json
 from largefedbench.paths import check_writable_dir, lfb_home
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, resolve_accountant
+from largefedbench.privacy.rules import BUDGET_SLACK, check_delta, over_budget
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval"]
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
-#: a method's ledger may exceed its target ε by this relative slack (calibration tolerance) before the run fails
-EPSILON_SLACK = 0.01
 NOISE_FREE_NOTE = ("diagnostic: the method's settings and noise calibration are those of the target ε, but every "
                    "release is the exact clipped sum (σ = 0; the ledger's ε is ∞). It shows what the noise costs; "
                    "it is never ranked")
@@ -120,9 +119,7 @@ def _budget_for(method_cls: type, epsilon: float | None, delta: float | None) ->
     if math.isinf(epsilon):
         raise PrivacyError("--epsilon inf is the non-private reference: --method non-private (every entry carries "
                            "it as a reference).")
-    if not 0 < delta < 1:
-        raise PrivacyError(f"--delta {delta:g} must be in (0, 1), well below 1/number of clients; e.g. {DEFAULT_DELTA:g}")
-    return PrivacyBudget(epsilon, delta)
+    return PrivacyBudget(epsilon, check_delta(delta, name="--delta", example=DEFAULT_DELTA))
 
 
 def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[str, Any]) -> str:
@@ -285,10 +282,10 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     if prep.request.noise_free and not math.isinf(spent):
         raise PrivacyError(f"--noise-free: method {cls.name!r} released with noise (ε = {spent:.4g}): every release "
                            "must go through fed.private_sum, which drops the noise in this diagnostic")
-    if spent > budget.epsilon * (1 + EPSILON_SLACK) + 1e-9 and not prep.request.noise_free:
+    if over_budget(spent, budget.epsilon) and not prep.request.noise_free:
         raise PrivacyError(
             f"method {cls.name!r} spent ε = {spent:.4g} at δ = {budget.delta:g} (its ledger, {accountant} accountant) "
-            f"but the budget is ε = {budget.epsilon:g}: the method calibrated its noise for fewer or quieter releases "
+            f"but the budget is ε = {budget.epsilon:g} (+{BUDGET_SLACK:.0%} calibration slack): the method calibrated its noise for fewer or quieter releases "
             "than it made. Fix the method's calibration plan."
         )
     if cls.fixed_epsilon is None and not len(ledger):

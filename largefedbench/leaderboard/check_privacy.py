@@ -9,13 +9,14 @@ from typing import Any
 
 from largefedbench.leaderboard.findings import Finding, error
 from largefedbench.leaderboard.schema import Entry, epsilon_value
+from largefedbench.privacy.rules import BUDGET_SLACK, delta_for_clients_problem, over_budget
+
+__all__ = ["BUDGET_SLACK", "EPSILON_ATOL", "EPSILON_RTOL", "check_privacy", "epsilon_matches", "recompute_epsilon"]
 
 #: a claimed ε matches the recomputed one if |claimed − recomputed| ≤ EPSILON_ATOL + EPSILON_RTOL·recomputed
 #: (the accountants are deterministic; the slack absorbs numerical differences between library versions)
 EPSILON_RTOL = 1e-3
 EPSILON_ATOL = 1e-6
-#: the spent ε may exceed the target by this relative slack, as the harness allows (noise calibration tolerance)
-BUDGET_SLACK = 0.01
 
 
 def epsilon_matches(claimed: float, recomputed: float) -> bool:
@@ -65,12 +66,9 @@ def check_privacy(entry: Entry) -> list[Finding]:
     if p.delta == 0 and any(c != 0 for c in claimed + [epsilon_value(p.epsilon)]):
         out.append(error("privacy-delta", "privacy.delta", "δ = 0 is only meaningful for ε = 0 (no release at all)",
                          "Record the δ the ε was computed at (`lfb eval --delta`)"))
-    elif p.delta >= 1.0 / p.n_train_clients:
-        out.append(error("privacy-delta", "privacy.delta",
-                         f"δ = {p.delta:g} is not below 1/number of train clients = 1/{p.n_train_clients} "
-                         f"= {1 / p.n_train_clients:.3g}: with δ ≥ 1/n, publishing one random client's data is "
-                         "(0, δ)-DP, so the guarantee means nothing",
-                         f"Re-run with `lfb eval --delta` well below 1/n, e.g. {0.1 / p.n_train_clients:.1g}"))
+    elif (problem := delta_for_clients_problem(p.delta, p.n_train_clients, "n_train_clients")) is not None:
+        what, fix = problem
+        out.append(error("privacy-delta", "privacy.delta", what, f"Re-run `lfb eval` with a --delta that fits: {fix}"))
     recomputed: list[float] = []
     private = epsilon_value(p.target_epsilon) > 0
     for i, ledger in enumerate(p.ledgers[:n_seeds]):
@@ -114,7 +112,7 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"is ∞, but the ledgers spend a finite ε = {_fmt(top)}: only the non-private reference "
                              "(a noiseless release, ε = ∞) runs without a budget",
                              "Record the finite ε the method was calibrated for (`lfb eval --epsilon`)"))
-        elif top > target * (1 + BUDGET_SLACK) + EPSILON_ATOL:
+        elif over_budget(top, target):
             out.append(error("privacy-budget", "privacy.target_epsilon",
                              f"the ledgers spend ε = {_fmt(top)}, over the target ε = {_fmt(target)} "
                              f"(+{BUDGET_SLACK:.0%} calibration slack)",

@@ -26,8 +26,9 @@ from typing import Iterable, Sequence
 
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.events import Event, GaussianEvent, TreeAggregationEvent, dp_accounting
+from largefedbench.privacy.rules import check_delta
 
-__all__ = ["ACCOUNTANTS", "check_delta", "compose_events", "epsilon_of", "make_accountant", "resolve_accountant"]
+__all__ = ["ACCOUNTANTS", "compose_events", "epsilon_of", "make_accountant", "resolve_accountant"]
 
 ACCOUNTANTS: dict[str, str] = {
     "auto": "tree if the events include tree aggregation, else pld if they include a plain "
@@ -41,19 +42,6 @@ ACCOUNTANTS: dict[str, str] = {
 
 #: eps_error of the PRV accountant: its reported upper bound is at most this far above the estimate.
 PRV_EPS_ERROR = 0.01
-
-
-def check_delta(delta: float) -> float:
-    """Validate δ for an (ε, δ) statement: 0 < δ < 1."""
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise PrivacyError(f"delta must be a number in (0, 1), got {delta!r}.") from None
-    if not 0.0 < d < 1.0:
-        raise PrivacyError(
-            f"delta must be in (0, 1), got {delta!r}; use a δ well below 1/n_clients, e.g. 1e-6."
-        )
-    return d
 
 
 def resolve_accountant(events: Iterable[Event], accountant: str = "auto") -> str:

@@ -19,14 +19,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
 from largefedbench.errors import InputError, PrivacyError
-from largefedbench.privacy.accountants import (
-    check_delta,
-    compose_events,
-    epsilon_of,
-    make_accountant,
-    resolve_accountant,
-)
+from largefedbench.privacy.accountants import compose_events, epsilon_of, make_accountant, resolve_accountant
 from largefedbench.privacy.events import EVENT_TYPES, Event, PoissonGaussianEvent, dp_accounting
+from largefedbench.privacy.rules import check_delta, check_delta_for_clients, positive_int
 
 __all__ = ["Plan", "PrivacyBudget", "calibrate_noise_multiplier", "check_target", "MIN_NOISE_MULTIPLIER"]
 
@@ -190,7 +185,7 @@ class PrivacyBudget:
 
     def __post_init__(self) -> None:
         try:
-            eps, delta = float(self.epsilon), float(self.delta)
+            eps = float(self.epsilon)
         except (TypeError, ValueError):
             raise PrivacyError(
                 f"a privacy budget needs numbers, got epsilon={self.epsilon!r}, delta={self.delta!r}."
@@ -199,8 +194,7 @@ class PrivacyBudget:
             raise PrivacyError(
                 f"epsilon must be ≥ 0 (0 = public reference, inf = non-private), got {self.epsilon!r}."
             )
-        if not 0.0 <= delta < 1.0:
-            raise PrivacyError(f"delta must be in [0, 1), got {self.delta!r}; e.g. 1e-6.")
+        delta = check_delta(self.delta, allow_zero=True)
         if delta == 0 and 0 < eps < math.inf:
             raise PrivacyError(
                 f"epsilon={eps:g} with delta=0 is pure DP, which Gaussian noise cannot give; "
@@ -219,14 +213,7 @@ class PrivacyBudget:
 
     def check_clients(self, n_clients: int) -> None:
         """Raise unless δ < 1/n_clients (user-level DP over ``n_clients`` clients)."""
-        if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
-            raise InputError(f"n_clients must be an integer ≥ 1, got {n_clients!r}.")
-        if self.delta >= 1.0 / n_clients:
-            raise PrivacyError(
-                f"delta={self.delta:g} must be below 1/n_clients = 1/{n_clients} = {1 / n_clients:.3g}: "
-                "with δ ≥ 1/n, releasing one randomly chosen client's data in the clear is already "
-                f"(0, δ)-DP, so the guarantee would mean nothing. Use δ ≪ 1/n, e.g. {0.1 / n_clients:.1g}."
-            )
+        check_delta_for_clients(self.delta, positive_int("n_clients", n_clients, InputError))
 
     def calibrate(
         self, plan: Plan, *, n_clients: int | None = None, accountant: str = "auto",

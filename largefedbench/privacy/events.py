@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import operator
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Union
 
 from largefedbench.errors import PrivacyError
+from largefedbench.privacy.rules import positive_int
 
 __all__ = [
     "PoissonGaussianEvent",
@@ -57,18 +57,6 @@ def _noise_multiplier(value: Any) -> float:
             "calibrate it with PrivacyBudget.calibrate or calibrate_noise_multiplier."
         )
     return sigma
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.") from None
-    if n < 1:
-        raise PrivacyError(f"{name} must be an integer ≥ 1, got {value!r}.")
-    return n
 
 
 def _sample_rate(value: Any) -> float:
@@ -144,7 +132,7 @@ class PoissonGaussianEvent(_EventBase):
     def __post_init__(self) -> None:
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
         self._set("sample_rate", _sample_rate(self.sample_rate))
-        self._set("steps", _positive_int("steps", self.steps))
+        self._set("steps", positive_int("steps", self.steps))
 
     def to_dp_event(self):
         dpa = dp_accounting()
@@ -171,8 +159,8 @@ class TreeAggregationEvent(_EventBase):
 
     def __post_init__(self) -> None:
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
-        self._set("rounds_per_epoch", _positive_int("rounds_per_epoch", self.rounds_per_epoch))
-        self._set("epochs", _positive_int("epochs", self.epochs))
+        self._set("rounds_per_epoch", positive_int("rounds_per_epoch", self.rounds_per_epoch))
+        self._set("epochs", positive_int("epochs", self.epochs))
 
     def to_dp_event(self):
         dpa = dp_accounting()
@@ -196,7 +184,7 @@ class GaussianEvent(_EventBase):
 
     def __post_init__(self) -> None:
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
-        self._set("count", _positive_int("count", self.count))
+        self._set("count", positive_int("count", self.count))
 
     def to_dp_event(self):
         dpa = dp_accounting()

@@ -24,6 +24,7 @@ import numpy as np
 
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.events import Event, GaussianEvent, PoissonGaussianEvent, TreeAggregationEvent, dp_accounting
+from largefedbench.privacy.rules import check_delta, positive_int
 
 __all__ = [
     "SAMPLINGS",
@@ -80,8 +81,7 @@ def add_gaussian_noise(values: Any, *, noise_multiplier: float, clip: float, gen
 def _check_single_release(epsilon: float, delta: float, sensitivity: float) -> None:
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise PrivacyError(f"epsilon must be > 0 and finite, got {epsilon!r}.")
-    if not 0 < delta < 1:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta!r}.")
+    check_delta(delta)
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise PrivacyError(f"sensitivity must be > 0 and finite, got {sensitivity!r}.")
 
@@ -164,9 +164,7 @@ class TreePrefixSum:
     node's noise is drawn once."""
 
     def __init__(self, rounds_per_epoch: int) -> None:
-        if rounds_per_epoch < 1:
-            raise InputError("a tree epoch needs at least one round")
-        self.rounds_per_epoch = int(rounds_per_epoch)
+        self.rounds_per_epoch = positive_int("rounds_per_epoch (a tree epoch's rounds)", rounds_per_epoch, InputError)
         self.steps = 0
         self._sum: Any = None
         self._nodes: dict[tuple[int, int], Any] = {}  # (level, index) -> noise of that node

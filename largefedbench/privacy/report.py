@@ -15,16 +15,11 @@ from largefedbench.errors import InputError
 from largefedbench.privacy.accountants import ACCOUNTANTS, epsilon_of, resolve_accountant
 from largefedbench.privacy.calibration import PrivacyBudget, check_target
 from largefedbench.privacy.events import Event, PoissonGaussianEvent, TreeAggregationEvent
+from largefedbench.privacy.rules import positive_int
 
 __all__ = ["noise_report", "epsilon_report", "MECHANISMS"]
 
 MECHANISMS = ("gaussian", "tree")
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{name} must be an integer ≥ 1, got {value!r}.")
-    return value
 
 
 def _plan(
@@ -33,13 +28,13 @@ def _plan(
     """The planned event (σ = 1 placeholder) and the resolved inputs for the report."""
     if mechanism not in MECHANISMS:
         raise InputError(f"unknown mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}.")
-    steps = _positive_int("steps", steps)
+    steps = positive_int("steps", steps, InputError)
     if (clients is None) != (per_round is None):
         raise InputError("give both clients (N) and per_round (B), or neither.")
     q_from_counts = None
     if clients is not None:
-        clients = _positive_int("clients", clients)
-        per_round = _positive_int("per_round", per_round)
+        clients = positive_int("clients", clients, InputError)
+        per_round = positive_int("per_round", per_round, InputError)
         if per_round > clients:
             raise InputError(f"per_round={per_round} cannot exceed clients={clients}.")
         q_from_counts = per_round / clients

@@ -143,7 +143,7 @@ BROKEN = [
     ("over-budget", lambda d, b: _set(d, "privacy.target_epsilon", 0.5), "privacy-budget", "privacy.target_epsilon",
      "over the target"),
     ("delta-too-large", lambda d, b: _set(d, "privacy.delta", 0.01), "privacy-delta", "privacy.delta",
-     "not below 1/number of train clients"),
+     "must be below 1/n_train_clients"),
     ("delta-zero-with-releases", lambda d, b: _set(d, "privacy.delta", 0.0), "privacy-delta", "privacy.delta",
      "only meaningful for ε = 0"),
     ("nan-accuracy", lambda d, b: _set(d, "metrics.next_token_accuracy.top1.per_seed.0", math.nan), "metrics-range",
