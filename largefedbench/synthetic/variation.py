@@ -96,7 +96,7 @@ def load_masked_lm(model_id: str, *, device: torch.device | str | None = None):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from largefedbench.models.device import get_device
-    from largefedbench.models.lm import HubLoadError
+    from largefedbench.models.hub import HubLoadError
     from largefedbench.models.profiles import HubModel
 
     try:

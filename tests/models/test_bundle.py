@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import largefedbench.models.tiny as tiny_models
 from largefedbench.errors import InputError, LfbError
 from largefedbench.evaluation import next_token_accuracy
 from largefedbench.models import (
@@ -19,7 +20,6 @@ from largefedbench.models import (
     build_tiny_gpt2,
     embedding_cache_path,
     get_profile,
-    lm,
     load_hub_causal_lm,
     load_models,
     n_params,
@@ -58,7 +58,7 @@ def test_second_load_is_a_cache_hit(tiny, monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("the cached tiny models were rebuilt")
 
-    monkeypatch.setattr(lm, "_build_tiny", no_training)
+    monkeypatch.setattr(tiny_models, "_build_tiny", no_training)
     again = load_models("tiny", fd, device="cpu", progress=False, root=root)
     assert again.cache_hit is True and again.cache_dir == first.cache_dir
     a, b = first.new_downstream().state_dict(), again.new_downstream().state_dict()
@@ -68,18 +68,18 @@ def test_second_load_is_a_cache_hit(tiny, monkeypatch):
 def test_cache_is_built_atomically_and_reused(tmp_path, tiny, monkeypatch):
     fd = tiny[0]
     prof = fast_tiny()
-    real_pretrain = lm.pretrain_lm
+    real_pretrain = tiny_models.pretrain_lm
 
     def killed(*args, **kwargs):
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(lm, "pretrain_lm", killed)
+    monkeypatch.setattr(tiny_models, "pretrain_lm", killed)
     with pytest.raises(RuntimeError, match="killed"):
         load_models(prof, fd, device="cpu", progress=False, root=tmp_path)
     parent = tiny_cache_dir(prof, fd, tmp_path).parent
     assert not tiny_cache_dir(prof, fd, tmp_path).exists() and list(parent.iterdir()) == []
 
-    monkeypatch.setattr(lm, "pretrain_lm", real_pretrain)
+    monkeypatch.setattr(tiny_models, "pretrain_lm", real_pretrain)
     built = load_models(prof, fd, device="cpu", progress=False, root=tmp_path)
     assert built.cache_hit is False
     assert load_models(prof, fd, device="cpu", progress=False, root=tmp_path).cache_hit is True

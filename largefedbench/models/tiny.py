@@ -1,0 +1,171 @@
+"""The tiny profile's GPT-2s: built from a config, pretrained on the snapshot's public text, cached.
+
+Cache layout of the tiny profile (one folder per profile, snapshot and model config; written to a temporary
+folder and published with one rename, so a killed build never leaves a half-written cache)::
+
+    $LFB_HOME/models/tiny/<snapshot content sha256[:16]>/<config fingerprint[:12]>/
+        manifest.json            configs, snapshot, digests, parameter counts, pretraining statistics
+        tokenizer/tokenizer.json the trained byte-level BPE (HF tokenizers)
+        tokenizer/bpe.tiktoken   the same BPE for tiktoken (identical ids)
+        generator/               save_pretrained() of the pretrained generator
+        downstream/              save_pretrained() of the pretrained downstream model (the eps=0 checkpoint)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from largefedbench.errors import InputError
+from largefedbench.io import atomic_write_json, build_dir_once
+from largefedbench.models.identity import n_params, weights_digest
+from largefedbench.models.profiles import ModelProfile, TinyGPT2, TrainedBPE
+from largefedbench.models.tokenizer import (
+    lm_sequences,
+    load_trained_tokenizer,
+    pad_batch,
+    save_trained_tokenizer,
+    train_bpe,
+)
+from largefedbench.paths import lfb_home
+
+__all__ = ["TINY_DOWNSTREAM_ID", "TINY_GENERATOR_ID", "build_tiny_gpt2", "built_roles", "load_tiny_lm",
+           "prepare_tiny_models", "pretrain_lm", "pretraining_sequences", "tiny_cache_dir", "tiny_fingerprint"]
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+TINY_GENERATOR_ID = "lfb/tiny-gpt2"  # the id the cutoff registry knows
+TINY_DOWNSTREAM_ID = "lfb/tiny-gpt2-downstream"
+
+
+def build_tiny_gpt2(spec: TinyGPT2, vocab_size: int, eos_id: int):
+    """A freshly initialised ``GPT2LMHeadModel`` from ``spec`` (seeded by ``spec.seed``; no download)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=vocab_size, n_positions=spec.n_positions, n_embd=spec.n_embd, n_layer=spec.n_layer,
+        n_head=spec.n_head, resid_pdrop=spec.dropout, embd_pdrop=spec.dropout, attn_pdrop=spec.dropout,
+        bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        return GPT2LMHeadModel(config)
+
+
+def pretraining_sequences(tokenizer, texts: Sequence[str], spec: TinyGPT2) -> list[list[int]]:
+    """The pretraining examples: one ``BOS+span+EOS`` per text, or EOS-separated spans packed into fixed blocks."""
+    if spec.block_tokens is None:
+        return lm_sequences(tokenizer, texts, spec.max_len)
+    eos = tokenizer.eos_token_id
+    stream: list[int] = []
+    for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        stream.append(eos)
+        stream.extend(ids)
+    n = spec.block_tokens
+    blocks = [stream[i : i + n] for i in range(0, len(stream) - n + 1, n)]
+    if not blocks:
+        raise InputError(f"the public split has only {len(stream)} tokens, fewer than one {n}-token pretraining block")
+    return blocks
+
+
+def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_size: int, lr: float, seed: int,
+                pad_id: int, progress: bool = True, desc: str = "pretraining") -> dict[str, Any]:
+    """Train a causal LM with AdamW for ``steps`` batches drawn without replacement (reshuffled each pass)."""
+    if not sequences:
+        raise InputError("no pretraining sequences (the public split is empty?)")
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses, tokens, order, pos = [], 0, torch.empty(0, dtype=torch.long), 0
+    start = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
+            if pos + batch_size > len(order):
+                order, pos = torch.randperm(len(sequences), generator=gen), 0
+            idx = order[pos : pos + batch_size].tolist()
+            pos += batch_size
+            ids, mask = pad_batch([sequences[i] for i in idx], pad_id)
+            ids, mask = ids.to(device), mask.to(device)
+            loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            tokens += int(mask.sum())
+    model.eval()
+    return {"steps": steps, "batch_size": batch_size, "lr": lr, "tokens": tokens, "seconds": round(time.perf_counter() - start, 3),
+            "first_loss": round(losses[0], 4), "final_loss": round(float(np.mean(losses[-10:])), 4)}
+
+
+def built_roles(profile: ModelProfile) -> list[tuple[str, TinyGPT2]]:
+    """The models LargeFedBench itself builds and pretrains for ``profile`` (the downstream, and a tiny generator)."""
+    return [(role, spec) for role, spec in (("generator", profile.generator), ("downstream", profile.downstream))
+            if isinstance(spec, TinyGPT2)]
+
+
+def tiny_fingerprint(profile: ModelProfile) -> str:
+    """A digest of everything that shapes the tiny cache (tokenizer and both model specs)."""
+    payload = {"v": CACHE_VERSION, "tokenizer": asdict(profile.tokenizer), "generator": asdict(profile.generator),
+               "downstream": asdict(profile.downstream)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None) -> Path:
+    """Where the tiny models of ``profile`` for snapshot ``fd`` live (see the module docstring)."""
+    return (Path(root) if root else lfb_home()) / "models" / profile.name / fd.manifest["content_sha256"][:16] / tiny_fingerprint(profile)[:12]
+
+
+def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None:
+    """Train the tokenizer and pretrain both models on the public split, writing everything into ``folder``."""
+    assert isinstance(profile.tokenizer, TrainedBPE)
+    public = fd.public.all_spans()
+    if not public:
+        raise InputError(f"snapshot {fd.name} has no public spans to train the {profile.name} profile's tokenizer and "
+                         "models on; build it with --public-months >= 1 so records before the window exist")
+    t0 = time.perf_counter()
+    bpe = train_bpe(public, profile.tokenizer.vocab_size, profile.tokenizer.special_token)
+    tok_digests = save_trained_tokenizer(bpe, folder / "tokenizer")
+    tokenizer = load_trained_tokenizer(folder / "tokenizer", profile.tokenizer.special_token)
+    manifest: dict[str, Any] = {
+        "cache_version": CACHE_VERSION, "profile": profile.name, "fingerprint": tiny_fingerprint(profile),
+        "snapshot": {"name": fd.name, "content_sha256": fd.manifest["content_sha256"], "public_spans": len(public)},
+        "tokenizer": {"kind": "trained byte-level BPE", "n_vocab": len(tokenizer), "sha256": tok_digests,
+                      "seconds": round(time.perf_counter() - t0, 3), "config": asdict(profile.tokenizer)},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    for role, spec in built_roles(profile):
+        model = build_tiny_gpt2(spec, len(tokenizer), tokenizer.eos_token_id)
+        stats = pretrain_lm(model, pretraining_sequences(tokenizer, public, spec), steps=spec.pretrain_steps,
+                            batch_size=spec.pretrain_batch_size, lr=spec.pretrain_lr, seed=spec.seed,
+                            pad_id=tokenizer.pad_token_id, progress=progress, desc=f"pretraining tiny {role}")
+        model.save_pretrained(folder / role)
+        manifest[role] = {"config": asdict(spec), "n_params": n_params(model), "sha256": weights_digest(folder / role),
+                          "pretraining": stats}
+        log.info("pretrained the tiny %s (%d params) in %.1f s, loss %.2f -> %.2f", role, manifest[role]["n_params"],
+                 stats["seconds"], stats["first_loss"], stats["final_loss"])
+    atomic_write_json(folder / "manifest.json", manifest)
+
+
+def prepare_tiny_models(profile: ModelProfile, fd, *, root: Path | None = None, progress: bool = True) -> tuple[Path, bool]:
+    """The cache folder of the tiny models for ``fd``, building it on first use; returns ``(folder, cache_hit)``."""
+    final = tiny_cache_dir(profile, fd, root)
+    hit = build_dir_once(final, "manifest.json", lambda tmp: _build_tiny(profile, fd, tmp, progress))
+    return final, hit
+
+
+def load_tiny_lm(folder: Path, device: torch.device):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(folder)).to(device).eval()
