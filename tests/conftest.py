@@ -67,3 +67,45 @@ def cpu_llm(shared_root):
     quick = dataclasses.replace(CPU, downstream=dataclasses.replace(CPU.downstream, pretrain_steps=3))
     fd = load_snapshot("demo", root=shared_root)
     return fd, load_models(quick, fd, device="cpu", progress=False, root=shared_root), shared_root
+
+
+# -- helpers for method tests on the tiny bundle (import them: `from conftest import public_for, ...`) ----------
+N_VALIDATION = 120  # validation spans a method's model selection scores (a quick next-token accuracy)
+
+
+def public_for(tiny, run_dir, cls=None):
+    """PublicResources for a run on the ``tiny`` bundle (seed 0, no progress bars), checkpointing under ``run_dir``,
+    whose validation accuracy is measured on the first N_VALIDATION validation spans. ``cls``: a subclass to use
+    instead (e.g. :func:`killed_after`'s)."""
+    from largefedbench.contract import PublicResources
+    from largefedbench.evaluation.accuracy import next_token_accuracy
+
+    fd, bundle, _ = tiny
+    texts = fd.validation.all_spans()[:N_VALIDATION]
+    return (cls or PublicResources)(fd=fd, models=bundle, seed=0, run_dir=run_dir, progress=False,
+                                    validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
+
+
+def subset(tiny, n: int):
+    """The first ``n`` train clients of the ``tiny`` snapshot as their own split (a small federation for cheap runs)."""
+    from largefedbench.data.federated import ClientSplit
+
+    return ClientSplit("train", tiny[0].train.table.select(range(n)))
+
+
+class Killed(Exception):
+    """A simulated kill of a run (see :func:`killed_after`)."""
+
+
+def killed_after(round_index: int):
+    """A PublicResources subclass whose run dies (raises :class:`Killed`) right after checkpointing ``round_index``:
+    a kill between rounds, for resume tests."""
+    from largefedbench.contract import PublicResources
+
+    class Dying(PublicResources):
+        def save_round(self, fed, r, state):
+            super().save_round(fed, r, state)
+            if r == round_index:
+                raise Killed
+
+    return Dying

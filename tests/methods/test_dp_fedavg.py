@@ -22,43 +22,15 @@ from largefedbench.methods._local_training import (
 from largefedbench.methods.dp_fedavg import DPFedAvg
 
 from largefedbench.contract import PublicResources
-from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.federation import Federation, clip_rows
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 from largefedbench.synthetic.rounds import UNRELEASED_FILE
 
+from conftest import N_VALIDATION, Killed, killed_after, public_for, subset
+
 DELTA = 1e-5
-N_VALIDATION = 120
-
-
-def public_for(tiny, run_dir, cls=PublicResources) -> PublicResources:
-    fd, bundle, _ = tiny
-    texts = fd.validation.all_spans()[:N_VALIDATION]
-    return cls(fd=fd, models=bundle, seed=0, run_dir=run_dir, progress=False,
-               validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
-
-
-def subset(tiny, n: int) -> ClientSplit:
-    """The first ``n`` train clients as their own split (a small federation for cheap end-to-end runs)."""
-    return ClientSplit("train", tiny[0].train.table.select(range(n)))
-
-
-class Killed(Exception):
-    pass
-
-
-def killed_after(round_index: int) -> type[PublicResources]:
-    """PublicResources whose run dies right after checkpointing ``round_index`` (a kill between rounds)."""
-
-    class Dying(PublicResources):
-        def save_round(self, fed, r, state):
-            super().save_round(fed, r, state)
-            if r == round_index:
-                raise Killed
-
-    return Dying
 
 
 @pytest.fixture(scope="module")

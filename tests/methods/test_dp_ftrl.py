@@ -14,39 +14,14 @@ from largefedbench.methods.dp_ftrl import DPFTRL, ftrl_weights
 
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
-from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.federation import Federation
 from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 
+from conftest import Killed, killed_after, public_for, subset
+
 DELTA = 1e-5
-N_VALIDATION = 120
 N_CLIENTS = 300
-
-
-def public_for(tiny, run_dir, cls=PublicResources) -> PublicResources:
-    fd, bundle, _ = tiny
-    texts = fd.validation.all_spans()[:N_VALIDATION]
-    return cls(fd=fd, models=bundle, seed=0, run_dir=run_dir, progress=False,
-               validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
-
-
-def subset(tiny, n: int) -> ClientSplit:
-    return ClientSplit("train", tiny[0].train.table.select(range(n)))
-
-
-class Killed(Exception):
-    pass
-
-
-def killed_after(round_index: int) -> type[PublicResources]:
-    class Dying(PublicResources):
-        def save_round(self, fed, r, state):
-            super().save_round(fed, r, state)
-            if r == round_index:
-                raise Killed
-
-    return Dying
 
 
 # 300 clients, 120 per round: 2 rounds per epoch (60 sit each epoch out), 3 rounds = 2 trees.

@@ -12,6 +12,8 @@ from largefedbench.contract import PublicResources
 from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
+from conftest import Killed, killed_after
+
 BUDGET = PrivacyBudget(1.0, 3e-6)
 
 
@@ -49,20 +51,6 @@ def test_threshold_scales_with_the_noise_so_noise_only_candidates_are_dropped_at
     # over many noise draws, noise-only candidates (index ≥ 2) survive at rate P(Z > 0.65) ≈ 0.26 (absolute H: ≈ 0.5)
     noisy = np.concatenate([[1000.0, 500.0], rng.normal(0.0, sigma, 20_000)])
     assert (noisy[2:] > h).mean() == pytest.approx(0.258, abs=0.015)
-
-
-class Killed(Exception):
-    pass
-
-
-def killed_after(last_round: int):
-    class KilledResources(PublicResources):
-        def save_round(self, fed, round_index, state):
-            super().save_round(fed, round_index, state)
-            if round_index == last_round:
-                raise Killed
-
-    return KilledResources
 
 
 def run(tiny, run_dir, cfg, resources=PublicResources):

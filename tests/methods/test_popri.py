@@ -15,24 +15,12 @@ from largefedbench.errors import InputError
 from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
+from conftest import Killed, killed_after
+
 pytestmark = pytest.mark.slow
 
 BUDGET = PrivacyBudget(1.0, 3e-6)
 SMALL = {"rounds": 2, "n_prompts": 6, "n_per_prompt": 4, "rejected_rank": 3, "n_final": 12, "dpo_batch_size": 6}
-
-
-class Killed(Exception):
-    pass
-
-
-def killed_after(last_round: int):
-    class KilledResources(PublicResources):
-        def save_round(self, fed, round_index, state):
-            super().save_round(fed, round_index, state)
-            if round_index == last_round:
-                raise Killed
-
-    return KilledResources
 
 
 def run(tiny, run_dir, cfg, resources=PublicResources):
