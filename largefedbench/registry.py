@@ -110,11 +110,22 @@ def _import_target(target: str) -> Any:
         raise MethodError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
+#: what Method gives every subclass a default for (status, fixed_epsilon, needs_span_embeddings)
+_METHOD_DEFAULTS = tuple(attr for attr, value in vars(Method).items() if not attr.startswith("_") and not callable(value))
+
+
 def check_method_class(cls: Any, where: str) -> type:
     """Raise :class:`MethodError` naming what is missing unless ``cls`` follows the method contract."""
     problems = []
     if not inspect.isclass(cls):
-        raise MethodError(f"{where} is not a class (a method is a class with name, paper, output, Config and train)")
+        raise MethodError(f"{where} is not a class: a method is a subclass of largefedbench.contract.Method with name, "
+                          "paper, output, Config and train")
+    if not issubclass(cls, Method):
+        lacking = [attr for attr in _METHOD_DEFAULTS if not hasattr(cls, attr)]
+        missing = f", so it lacks {', '.join(lacking)}, which the harness reads" if lacking else ""
+        problems.append(f"it does not subclass largefedbench.contract.Method{missing}; declare it as "
+                        "`class MyMethod(Method)` (from largefedbench.contract import Method), which gives every "
+                        "optional attribute its default")
     for attr in ("name", "paper", "output", "Config"):
         if not hasattr(cls, attr):
             problems.append(f"class attribute {attr!r} is missing")

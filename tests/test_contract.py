@@ -1,0 +1,145 @@
+"""The method contract (largefedbench/contract.py) with a dummy method: the Method defaults the harness relies on,
+Artifact, PublicResources (public data, seeded streams, checkpoints for resume) and --set overrides of a Config."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pytest
+
+from largefedbench.contract import Artifact, Method, PublicResources, config_from_overrides, config_to_dict
+from largefedbench.errors import InputError, MethodError
+
+
+@dataclass(frozen=True)
+class EchoConfig:
+    n: int = 100
+    lr: float = 0.5
+    clip: float = math.inf
+    scoring: Literal["cosine", "l2"] = "cosine"
+    shuffle: bool = False
+    sizes: tuple[int, ...] = (1, 2)
+    label: str | None = None
+
+    @classmethod
+    def tiny(cls) -> EchoConfig:
+        return cls(n=2)
+
+
+class Echo(Method):
+    """Returns the first n public texts as its synthetic text (a test double)."""
+
+    name = "echo"
+    paper = "none (test double)"
+    output = "synthetic text"
+    Config = EchoConfig
+
+    def train(self, fed, public, cfg, budget):
+        return Artifact.synthetic(public.public_texts()[: cfg.n], n=cfg.n)
+
+
+class FakeSplit:
+    def __init__(self, spans):
+        self._spans = spans
+
+    def all_spans(self):
+        return list(self._spans)
+
+
+class FakeSnapshot:
+    manifest = {"name": "fake", "dataset": "d", "window": ["2024-01", "2024-02"], "content_sha256": "0" * 64}
+    public = FakeSplit(["a public span", "  ", "another"])
+
+
+class FakeFederation:
+    """The federation's resume interface only: a state that a checkpoint must restore."""
+
+    def __init__(self, rounds_done=0):
+        self.rounds_done = rounds_done
+
+    def state_dict(self):
+        return {"rounds_done": self.rounds_done}
+
+    def load_state_dict(self, state):
+        self.rounds_done = state["rounds_done"]
+
+
+def resources(run_dir=None, **kwargs) -> PublicResources:
+    return PublicResources(fd=FakeSnapshot(), models=None, seed=7, run_dir=run_dir, progress=False, **kwargs)
+
+
+def test_method_gives_the_defaults_the_harness_reads():
+    assert (Echo.status, Echo.fixed_epsilon, Echo.needs_span_embeddings) == ("runnable", None, False)
+    with pytest.raises(NotImplementedError):
+        Method().train(None, None, None, None)
+
+
+def test_the_dummy_method_trains_through_the_contract():
+    artifact = Echo().train(None, resources(), EchoConfig.tiny(), None)
+    assert artifact.kind == "synthetic text"
+    assert artifact.texts == ["a public span"]  # blank texts are dropped
+    assert artifact.info == {"n": 2}
+
+
+def test_artifacts_refuse_empty_output():
+    with pytest.raises(MethodError, match="no synthetic text"):
+        Artifact.synthetic(["", "  ", None])
+    with pytest.raises(MethodError, match="returned no model"):
+        Artifact.trained_model(None)
+    assert Artifact.trained_model("m", sigma=1.5).info == {"sigma": 1.5}
+
+
+def test_public_resources_streams_are_seeded_and_independent():
+    a, b = resources(), resources()
+    assert np.array_equal(a.rng(1).integers(0, 1 << 30, 8), b.rng(1).integers(0, 1 << 30, 8))
+    assert not np.array_equal(a.rng(1).integers(0, 1 << 30, 8), a.rng(2).integers(0, 1 << 30, 8))
+    assert a.snapshot["name"] == "fake" and a.public_texts() == FakeSnapshot.public.all_spans()
+
+
+def test_checkpoints_resume_the_method_and_the_federation(tmp_path):
+    public = resources(tmp_path)
+    assert public.resume(FakeFederation()) is None
+    public.save_round(FakeFederation(rounds_done=3), 2, {"total": [1.0, 2.0]})
+    fed = FakeFederation()
+    assert public.resume(fed) == (2, {"total": [1.0, 2.0]}) and fed.rounds_done == 3
+    public.clear_checkpoint()
+    assert public.resume(FakeFederation()) is None and not list(tmp_path.iterdir())
+
+
+def test_without_a_run_dir_nothing_is_checkpointed(tmp_path):
+    public = resources(None)
+    public.save_round(FakeFederation(), 0, {"x": 1})
+    assert public.resume(FakeFederation()) is None
+
+
+def test_harness_services_missing_from_a_bare_run_say_so():
+    with pytest.raises(MethodError, match="no validation clients"):
+        resources().validation_accuracy(object())
+    with pytest.raises(MethodError, match="cannot train downstream models"):
+        resources().train_downstream(["x"])
+    assert resources(validation_accuracy=lambda m: {"top1": 0.25}).validation_accuracy(object()) == {"top1": 0.25}
+
+
+def test_set_overrides_are_typed_from_the_config_fields():
+    cfg = config_from_overrides(EchoConfig, EchoConfig.tiny(), {
+        "n": "5", "lr": "0.1", "scoring": "l2", "shuffle": "yes", "sizes": "3, 4", "label": "none"})
+    assert cfg == dataclasses.replace(EchoConfig.tiny(), n=5, lr=0.1, scoring="l2", shuffle=True, sizes=(3, 4))
+    assert config_from_overrides(EchoConfig, cfg, {"label": "run-a"}).label == "run-a"
+    assert config_to_dict(EchoConfig())["clip"] == "inf" and config_to_dict(EchoConfig())["sizes"] == [1, 2]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"m": "1"}, "unknown --set key m for EchoConfig; its keys are: clip, label, lr, n"),
+    ({"n": "two"}, "--set n=two: expected int"),
+    ({"scoring": "dot"}, "--set scoring=dot: must be one of cosine, l2"),
+    ({"shuffle": "maybe"}, "--set shuffle=maybe: expected bool"),
+    ({"lr": "nan"}, "--set lr=nan: must be a finite number"),
+])
+def test_bad_set_overrides_say_what_is_allowed(overrides, message):
+    with pytest.raises(InputError) as info:
+        config_from_overrides(EchoConfig, EchoConfig(), overrides)
+    assert message in str(info.value)

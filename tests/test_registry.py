@@ -1,0 +1,189 @@
+"""The method registry (largefedbench/registry.py) with dummy methods: built-in names, file and module references,
+entry-point plug-ins, and the contract check that refuses a broken class when it is resolved, before any work."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from largefedbench import registry
+from largefedbench.contract import Method
+from largefedbench.errors import MethodError
+from largefedbench.harness import EvalRequest, prepare
+from largefedbench.registry import BUILTIN_METHODS, ENTRY_POINT_GROUP, get_method, list_methods, method_names
+
+PLUGINS = "lfb_test_dummy_methods"
+
+SOURCE = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    from largefedbench.contract import Artifact, Method
+
+
+    @dataclass(frozen=True)
+    class EchoConfig:
+        n: int = 100
+
+        @classmethod
+        def tiny(cls):
+            return cls(n=2)
+
+
+    class Echo(Method):
+        """Returns the first n public texts as its synthetic text (a test double, not a private method)."""
+
+        name = "echo"
+        paper = "none (test double)"
+        output = "synthetic text"
+        Config = EchoConfig
+
+        def train(self, fed, public, cfg, budget):
+            return Artifact.synthetic(public.public_texts()[: cfg.n], n=cfg.n)
+
+
+    class NotAMethod:
+        """Everything a method has except the base class: the plug-in that used to fail only after training."""
+
+        name = "not-a-method"
+        paper = "none (test double)"
+        output = "synthetic text"
+        Config = EchoConfig
+
+        def train(self, fed, public, cfg, budget):
+            return Artifact.synthetic(["x"])
+
+
+    class NoTrain(Method):
+        name = "no-train"
+        paper = ""
+        output = "model"
+        Config = EchoConfig
+
+
+    class LooseConfig(Method):
+        name = "loose"
+        paper = ""
+        output = "pictures"
+
+        class Config:
+            pass
+
+        def train(self, fed, public, cfg, budget):
+            return None
+
+
+    class NoTinyConfig(Method):
+        name = "no-tiny"
+        paper = ""
+        output = "model"
+
+        @dataclass
+        class Config:
+            n: int = 1
+
+        def train(self, fed, public, cfg, budget):
+            return None
+
+
+    not_a_class = 3
+''')
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """A module of dummy methods, importable as PLUGINS; returns its file."""
+    path = tmp_path / f"{PLUGINS}.py"
+    path.write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, PLUGINS, raising=False)
+    yield path
+    sys.modules.pop(PLUGINS, None)
+
+
+@pytest.fixture
+def entry_point_plugins(plugins, monkeypatch):
+    """Three plug-ins registered through the entry-point group: a good one, a non-Method class and one that tries
+    to take over a built-in name."""
+    found = [EntryPoint("echo", f"{PLUGINS}:Echo", ENTRY_POINT_GROUP),
+             EntryPoint("not-a-method", f"{PLUGINS}:NotAMethod", ENTRY_POINT_GROUP),
+             EntryPoint("dp-fedavg", f"{PLUGINS}:Echo", ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: found if group == ENTRY_POINT_GROUP else [])
+    return found
+
+
+def test_builtins_resolve_lazily_to_method_subclasses():
+    assert method_names()[: len(BUILTIN_METHODS)] == list(BUILTIN_METHODS)
+    cls = get_method("public")
+    assert issubclass(cls, Method) and cls.name == "public" and cls.fixed_epsilon == 0
+
+
+def test_unknown_name_lists_the_known_ones_and_suggests_the_closest():
+    with pytest.raises(MethodError) as info:
+        get_method("dp-fedavgg")
+    message = str(info.value)
+    assert "did you mean 'dp-fedavg'" in message.lower() and "popri" in message and ENTRY_POINT_GROUP in message
+
+
+def test_a_method_in_a_file_or_module_resolves_by_reference(plugins):
+    by_file = get_method(f"{plugins}:Echo")
+    assert by_file.name == "echo" and by_file.Config.tiny().n == 2
+    by_module = get_method(f"{PLUGINS}:Echo")
+    assert by_module.name == "echo" and issubclass(by_module, Method)
+
+
+def test_a_plugin_that_does_not_subclass_method_is_refused_up_front_saying_what_it_lacks(plugins):
+    with pytest.raises(MethodError) as info:
+        get_method(f"{PLUGINS}:NotAMethod")
+    message = str(info.value)
+    assert "does not subclass largefedbench.contract.Method" in message
+    assert "lacks status, fixed_epsilon, needs_span_embeddings" in message  # what the harness would read
+    assert "class MyMethod(Method)" in message  # what to do
+
+
+def test_lfb_eval_refuses_a_non_method_plugin_before_any_work(plugins, tmp_path):
+    with pytest.raises(MethodError, match="does not subclass largefedbench.contract.Method"):
+        prepare(EvalRequest(method=f"{plugins}:NotAMethod", dataset="no-such-snapshot", out=tmp_path / "board"))
+    assert not (tmp_path / "board").exists()
+
+
+@pytest.mark.parametrize("target, problems", [
+    ("NoTrain", ["train(self, fed, public, cfg, budget) is not implemented"]),
+    ("LooseConfig", ["Config must be a dataclass", "output must be one of ('synthetic text', 'model'), got 'pictures'"]),
+    ("NoTinyConfig", ["Config.tiny() (a configuration for CPU tests) is missing"]),
+    ("not_a_class", ["is not a class"]),
+])
+def test_a_class_breaking_the_contract_is_refused_with_every_problem(plugins, target, problems):
+    with pytest.raises(MethodError) as info:
+        get_method(f"{PLUGINS}:{target}")
+    for problem in problems:
+        assert problem in str(info.value)
+
+
+def test_bad_references_say_what_to_give(plugins, tmp_path):
+    with pytest.raises(MethodError, match="no method file"):
+        get_method(f"{tmp_path / 'missing.py'}:Echo")
+    with pytest.raises(MethodError, match="no module 'lfb_no_such_module'"):
+        get_method("lfb_no_such_module:Echo")
+    with pytest.raises(MethodError, match=f"module '{PLUGINS}' has no attribute 'Missing'"):
+        get_method(f"{PLUGINS}:Missing")
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(MethodError, match="failed to load: RuntimeError: boom"):
+        get_method(f"{broken}:Echo")
+    (tmp_path / "lfb_needs_a_package.py").write_text("import lfb_not_installed_dependency\n")  # on sys.path
+    with pytest.raises(MethodError, match="cannot be imported: No module named 'lfb_not_installed_dependency'. Install"):
+        get_method("lfb_needs_a_package:Echo")
+
+
+def test_entry_point_plugins_are_listed_and_a_broken_one_hides_nothing(entry_point_plugins):
+    assert get_method("echo").name == "echo"
+    assert get_method("dp-fedavg").__name__ == "DPFedAvg"  # a plug-in cannot take over a built-in name
+    rows = {row.name: row for row in list_methods()}
+    assert rows["echo"].status == "runnable" and rows["echo"].output == "synthetic text"
+    assert rows["echo"].source == "entry point" and rows["echo"].target == f"{PLUGINS}:Echo"
+    assert rows["not-a-method"].status == "broken"
+    assert "does not subclass largefedbench.contract.Method" in rows["not-a-method"].error
+    assert all(rows[name].status == "runnable" for name in BUILTIN_METHODS)
