@@ -235,20 +235,20 @@ def cmd_eval(args) -> int:
     request = EvalRequest(
         method=args.method, dataset=args.dataset or "demo", epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-        preset=args.preset, out=args.out, root=args.root, device=args.device, progress=not args.quiet,
+        preset=args.preset, out=args.out, home=args.root, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
     )
     result = run_eval(request)
+    entry = result.entry
     if args.json:
-        _print_json(result.entry)
+        _print_json(entry.to_json())
         return 0
-    m = result.entry["metrics"]
-    acc = m["next_token_accuracy"]["top1"]
-    print(f"method {result.entry['method']['name']}: test top-1 {acc['mean']:.4f} ± {acc['std']:.4f} over seeds "
-          f"{result.entry['seeds']}; ε = {result.entry['privacy']['epsilon']} (δ = {result.entry['privacy']['delta']:g}, "
-          f"{result.entry['privacy']['accountant']} accountant)")
-    print(f"references: ε=0 top-1 {m['reference_public']['top1']['mean']:.4f}, ε=∞ top-1 "
-          f"{m['reference_non_private']['top1']['mean']:.4f}; gap closed {m['gap_closed']['mean']:.3f}")
+    m, privacy = entry.metrics, entry.privacy
+    acc = m.next_token_accuracy.top1
+    print(f"method {entry.method.name}: test top-1 {acc.mean:.4f} ± {acc.std:.4f} over seeds {entry.seeds}; "
+          f"ε = {privacy.epsilon} (δ = {privacy.delta:g}, {privacy.accountant} accountant)")
+    print(f"references: ε=0 top-1 {m.reference_public.top1.mean:.4f}, ε=∞ top-1 "
+          f"{m.reference_non_private.top1.mean:.4f}; gap closed {m.gap_closed.mean:.3f}")
     print(f"entry written to {result.path}")
     for name, path in result.plots.items():
         print(f"plot {name}: {path}")
@@ -277,25 +277,26 @@ def cmd_audit(args) -> int:
         request = EvalRequest(
             method=args.method, dataset=args.dataset or "demo", epsilon=eps, delta=args.delta,
             profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-            preset=args.preset, out=args.out, root=args.root, device=args.device, progress=not args.quiet,
+            preset=args.preset, out=args.out, home=args.root, device=args.device, progress=not args.quiet,
         )
         result = run_eval(request, log=lambda msg: print(f"lfb audit: {msg}", file=sys.stderr), audit=audit)
         results.append(result)
     if args.json:
-        _print_json([r.entry for r in results] if len(results) > 1 else results[0].entry)
+        entries = [r.entry.to_json() for r in results]
+        _print_json(entries if len(entries) > 1 else entries[0])
         return 0
     for result in results:
-        e, a = result.entry, result.entry["audit"]
-        claimed = e["privacy"]["epsilon"]
-        flag = "  ** EXCEEDS THE CLAIMED EPSILON **" if claimed != "inf" and a["epsilon_lower_bound"] > claimed else ""
-        shot = a.get("one_shot_epsilon")
+        e, a = result.entry, result.entry.audit
+        claimed = e.privacy.epsilon
+        flag = "  ** EXCEEDS THE CLAIMED EPSILON **" if claimed != "inf" and a.epsilon_lower_bound > claimed else ""
+        shot = a.one_shot_epsilon
         shot_text = "" if shot is None else f"; one-shot estimate {shot if shot == 'inf' else f'{shot:.3g}'}"
-        print(f"method {e['method']['name']}: claimed ε = {claimed if claimed == 'inf' else f'{claimed:.4g}'} "
-              f"(δ = {e['privacy']['delta']:g}); audited ε ≥ {a['epsilon_lower_bound']:.3g} at "
-              f"{a['confidence']:g} confidence{shot_text}{flag}")
-        for s in a["per_seed"]:
-            print(f"  seed {s['seed']}: {s['inserted']}/{a['canaries']} canaries inserted, {s['correct']} of "
-                  f"{s['guesses']} guesses right, ε ≥ {s['epsilon_lower_bound']:.3g}")
+        print(f"method {e.method.name}: claimed ε = {claimed if claimed == 'inf' else f'{claimed:.4g}'} "
+              f"(δ = {e.privacy.delta:g}); audited ε ≥ {a.epsilon_lower_bound:.3g} at "
+              f"{a.confidence:g} confidence{shot_text}{flag}")
+        for s in a.per_seed:
+            print(f"  seed {s.seed}: {s.inserted}/{a.canaries} canaries inserted, {s.correct} of "
+                  f"{s.guesses} guesses right, ε ≥ {s.epsilon_lower_bound:.3g}")
         print(f"entry written to {result.path}")
     return 0
 

@@ -1,4 +1,4 @@
-"""The method contract (DESIGN.md §4): what a method gets, what it returns, how its config is set.
+"""The method contract (DESIGN.md §4): what a method declares, what it gets and what it returns.
 
 A method is a class with
 
@@ -15,9 +15,6 @@ selection. The harness, not the method, evaluates the artifact and computes ε f
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +22,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from largefedbench.errors import InputError, MethodError
-from largefedbench.io import atomic_write_bytes
+from largefedbench import checkpoints
+from largefedbench.config_overrides import config_from_overrides, config_to_dict  # noqa: F401 - methods import them from here
+from largefedbench.errors import MethodError
 
 __all__ = [
     "OUTPUT_KINDS",
@@ -143,105 +141,19 @@ class PublicResources:
     # -- resume ----------------------------------------------------------------------------------------
     @property
     def _checkpoint_path(self) -> Path | None:
-        return self.run_dir / "round-checkpoint.pt" if self.run_dir is not None else None
+        return self.run_dir / checkpoints.CHECKPOINT_NAME if self.run_dir is not None else None
 
     def save_round(self, fed, round_index: int, state: dict[str, Any]) -> None:
         """Checkpoint after a completed round: the method's ``state`` (tensors, numbers, lists) and the
         federation's (RNG, ledger, costs), written atomically so a killed run resumes from here."""
-        path = self._checkpoint_path
-        if path is None:
-            return
-        import io
-
-        import torch
-
-        buf = io.BytesIO()
-        torch.save({"round": int(round_index), "method": state, "federation": fed.state_dict()}, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        if self._checkpoint_path is not None:
+            checkpoints.save_round(self._checkpoint_path, fed, round_index, state)
 
     def resume(self, fed) -> tuple[int, dict[str, Any]] | None:
         """``(last completed round, method state)`` of an interrupted run (restoring ``fed``), or None."""
-        path = self._checkpoint_path
-        if path is None or not path.exists():
-            return None
-        import torch
-
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        fed.load_state_dict(saved["federation"])
-        return int(saved["round"]), saved["method"]
+        return None if self._checkpoint_path is None else checkpoints.load_round(self._checkpoint_path, fed)
 
     def clear_checkpoint(self) -> None:
         path = self._checkpoint_path
         if path is not None and path.exists():
             path.unlink()
-
-
-# -- configs ------------------------------------------------------------------------------------------------
-def config_to_dict(cfg: Any) -> dict[str, Any]:
-    """A config dataclass as JSON-ready values (inf stays a float; tuples become lists)."""
-    def plain(v: Any) -> Any:
-        if isinstance(v, (tuple, list)):
-            return [plain(x) for x in v]
-        if isinstance(v, float) and not math.isfinite(v):
-            return str(v)
-        return v
-
-    return {f.name: plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
-
-
-def _coerce(name: str, text: Any, annotation: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    origin = typing.get_origin(annotation)
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if text.lower() in ("none", "null") and type(None) in typing.get_args(annotation):
-            return None
-        annotation = args[0] if len(args) == 1 else str
-        origin = typing.get_origin(annotation)
-    if origin is Literal:
-        allowed = typing.get_args(annotation)
-        if text not in allowed:
-            raise InputError(f"--set {name}={text}: must be one of {', '.join(map(str, allowed))}")
-        return text
-    if origin in (tuple, list):
-        inner = typing.get_args(annotation)[0] if typing.get_args(annotation) else str
-        return tuple(_coerce(name, part.strip(), inner) for part in text.split(",") if part.strip())
-    try:
-        if annotation is bool:
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if annotation is int:
-            return int(text)
-        if annotation is float:
-            value = float(text)
-            if not math.isfinite(value):
-                raise InputError(f"--set {name}={text}: must be a finite number (inf and nan are not settings)")
-            return value
-    except InputError:
-        raise
-    except ValueError:
-        raise InputError(f"--set {name}={text}: expected {annotation.__name__}") from None
-    return text
-
-
-def config_from_overrides(config_cls: type, base: Any, overrides: dict[str, str]) -> Any:
-    """``base`` with ``overrides`` (``--set key=value`` strings) applied, typed from the dataclass fields.
-
-    An unknown key stops with the list of the config's keys."""
-    hints = typing.get_type_hints(config_cls)
-    known = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise InputError(
-            f"unknown --set key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for {config_cls.__qualname__}; "
-            f"its keys are: {', '.join(sorted(known))}"
-        )
-    values = {k: _coerce(k, v, hints.get(k, str)) for k, v in overrides.items()}
-    try:
-        return dataclasses.replace(base, **values)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"--set: {exc}") from None

@@ -15,29 +15,31 @@ import math
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from largefedbench import __version__
-from largefedbench.contract import PublicResources, config_from_overrides, config_to_dict
+from largefedbench.config_overrides import config_from_overrides, config_to_dict
+from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError, MethodError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
-from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry, epsilon_json
+from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry
 from largefedbench.paths import check_writable_dir, lfb_home
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, check_delta, over_budget
+from largefedbench.registry import ResolvedMethod
+from largefedbench.run.entry import build_entry
+from largefedbench.run.seed_result import SeedResult, jsonable
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval"]
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
-NOISE_FREE_NOTE = ("diagnostic: the method's settings and noise calibration are those of the target ε, but every "
-                   "release is the exact clipped sum (σ = 0; the ledger's ε is ∞). It shows what the noise costs; "
-                   "it is never ranked")
 
 
 @dataclass(frozen=True)
@@ -52,14 +54,22 @@ class EvalRequest:
     seeds: tuple[int, ...] = (0, 1, 2)
     overrides: dict[str, str] = field(default_factory=dict)
     preset: str | None = None  # "paper" | "cpu" | "tiny"; default: the profile's name for cpu and tiny, else paper
-    out: Path = Path("leaderboard")
-    root: Path | None = None  # $LFB_HOME override (snapshots, model and reference caches)
+    out: Path = Path("leaderboard")  # the board folder the entry is written under
+    home: Path | None = None  # the LargeFedBench home instead of $LFB_HOME (snapshots, model and reference caches)
     device: str | None = None
     executor: str = "local"  # where client computations of Federation.private_sum run: local or ray
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
     progress: bool = True
     command: str = ""
+    root: InitVar[Path | None] = None  # deprecated name of ``home``
+
+    def __post_init__(self, root: Path | None) -> None:
+        if root is not None:
+            warnings.warn("EvalRequest(root=...) is now EvalRequest(home=...)", DeprecationWarning, stacklevel=3)
+            if self.home is not None and Path(self.home) != Path(root):
+                raise InputError(f"EvalRequest got home={self.home} and root={root}: give home only")
+            object.__setattr__(self, "home", root)
 
 
 @dataclass
@@ -67,8 +77,7 @@ class Prepared:
     """A checked request: the method, its resolved config, budget, snapshot and profile."""
 
     request: EvalRequest
-    method_cls: type
-    method_source: str
+    method: ResolvedMethod
     config: Any
     preset: str
     budget: PrivacyBudget
@@ -78,13 +87,19 @@ class Prepared:
     entry_path: Path
 
     @property
+    def method_cls(self) -> type:
+        return self.method.cls
+
+    @property
     def run_dir(self) -> Path:
         return self.request.out / ".runs" / self.entry_id
 
 
 @dataclass
 class EvalResult:
-    entry: dict[str, Any]
+    """A finished run: its entry, the file it was written to and its plots (name -> file beside the entry)."""
+
+    entry: Entry
     path: Path
     plots: dict[str, Path]
 
@@ -135,9 +150,10 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.snapshot import verify_snapshot
     from largefedbench.models import get_profile
-    from largefedbench.registry import get_method
+    from largefedbench.registry import resolve_method
 
-    method_cls = get_method(request.method)
+    method = resolve_method(request.method)
+    method_cls = method.cls
     if not request.seeds:
         raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
     if len(set(request.seeds)) != len(request.seeds):
@@ -157,8 +173,8 @@ def prepare(request: EvalRequest) -> Prepared:
     if request.noise_free and getattr(method_cls, "fixed_epsilon", None) is not None:
         raise InputError(f"--noise-free: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; "
                          "the noise-free diagnostic is for private methods (it removes their noise)")
-    fd = load_snapshot(request.dataset, root=request.root)
-    verify_snapshot(fd, root=request.root)  # the entry states the manifest's content_sha256: it must be true
+    fd = load_snapshot(request.dataset, root=request.home)
+    verify_snapshot(fd, root=request.home)  # the entry states the manifest's content_sha256: it must be true
     for split in ("train", "validation", "test"):
         if len(fd[split]) == 0:
             raise SnapshotError(
@@ -168,9 +184,8 @@ def prepare(request: EvalRequest) -> Prepared:
     n_train = len(fd.train)
     if budget.delta > 0:
         budget.check_clients(n_train)
-    source = "built-in" if request.method in _builtin_names() else getattr(method_cls, "__module__", "?")
     key = {
-        "method": f"{method_cls.__module__}:{method_cls.__qualname__}", "config": config_to_dict(config), "preset": preset,
+        "method": method.target, "config": config_to_dict(config), "preset": preset,
         "snapshot": fd.manifest["content_sha256"], "profile": profile.name, "seeds": list(request.seeds),
         "epsilon": str(budget.epsilon), "delta": budget.delta, "schema": SCHEMA_VERSION,
     }
@@ -179,13 +194,7 @@ def prepare(request: EvalRequest) -> Prepared:
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
-    return Prepared(request, method_cls, source, config, preset, budget, fd, profile, entry_id, path)
-
-
-def _builtin_names() -> set[str]:
-    from largefedbench.registry import BUILTIN_METHODS
-
-    return set(BUILTIN_METHODS)
+    return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path)
 
 
 # -- one seed -------------------------------------------------------------------------------------------------
@@ -241,8 +250,8 @@ class _Evaluator:
                "downstream": info.get("downstream", {}).get("sha256") or info.get("downstream", {}).get("id"),
                "training": dataclasses.asdict(self.training), "lfb": __version__}
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        root = self.prep.request.root or lfb_home()
-        return Path(root) / "references" / digest / (f"{name}-seed{seed}.json" if seed is not None else f"{name}.json")
+        home = self.prep.request.home or lfb_home()
+        return Path(home) / "references" / digest / (f"{name}-seed{seed}.json" if seed is not None else f"{name}.json")
 
     def reference(self, name: str, seed: int) -> dict[str, float]:
         from largefedbench.methods.references import NonPrivateReference, PublicReference
@@ -259,14 +268,14 @@ class _Evaluator:
         return metrics
 
 
-def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> dict[str, Any]:
+def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
     """Run the method for one seed and evaluate it; the result is stored so a re-run skips the seed.
     ``audit`` (``largefedbench.audit.run.Audit``) adds canary clients to the federation and scores them."""
     seed_dir = prep.run_dir / f"seed-{seed}"
     done = seed_dir / "result.json"
     if done.exists():
         log(f"seed {seed}: already done, reusing {done}")
-        return json.loads(done.read_text())
+        return SeedResult.from_json(json.loads(done.read_text()), done)
     cls, budget = prep.method_cls, prep.budget
     seed_dir.mkdir(parents=True, exist_ok=True)
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
@@ -308,167 +317,22 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         model = artifact.model
     validation = ev.accuracy(model, ev.validation_texts)
     test = ev.accuracy(model, ev.test_texts)
-    result = {
-        "seed": seed, "test": test, "validation": validation, "fid": synthetic_fid, "epsilon": spent,
-        "accountant": accountant, "ledger": ledger.to_dict(), "costs": fed.costs.summary(),
-        "method_seconds": method_seconds, "downstream_seconds": time.perf_counter() - t1,
-        "history": _jsonable(artifact.history), "info": _jsonable(artifact.info),
-        "n_synthetic": len(artifact.texts) if artifact.texts else None,
-    }
-    if audit_scores is not None:
-        result["audit"] = audit_scores
-    atomic_write_json(done, result)
+    result = SeedResult(
+        seed=seed, test=test, validation=validation, fid=synthetic_fid, epsilon=spent, accountant=accountant,
+        ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
+        downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
+        n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores,
+    )
+    atomic_write_json(done, result.to_json())
     public.clear_checkpoint()
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, np.integer)):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return repr(obj)
-
-
-# -- the entry --------------------------------------------------------------------------------------------------
-def _stat(values: list[float]) -> dict[str, Any]:
-    arr = np.asarray(values, dtype=float)
-    return {"per_seed": [float(v) for v in arr], "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0}
-
-
-def _accuracy_section(rows: list[dict[str, float]]) -> dict[str, Any]:
-    return {k: _stat([r[k] for r in rows]) for k in ("top1", "top3", "top5")}
-
-
-def _contamination(prep: Prepared, bundle) -> dict[str, Any]:
-    from largefedbench.data.windows import get_cutoff, parse_date
-    from largefedbench.models import TinyGPT2
-
-    window = prep.fd.manifest["window"]
-    role = "generator" if prep.method_cls.output == "synthetic text" else "downstream"
-    source = getattr(prep.profile, role)
-    if isinstance(source, TinyGPT2):
-        return {"model": bundle.describe()[role]["id"], "model_cutoff": window["since"][:7],
-                "cutoff_kind": "pretrained on the snapshot's public split", "window_start": window["since"],
-                "after_cutoff": True}
-    try:
-        cutoff = get_cutoff(source.id)
-    except InputError:
-        return {"model": source.id, "model_cutoff": None, "cutoff_kind": "unknown", "window_start": window["since"],
-                "after_cutoff": None}
-    start = cutoff.window_start()
-    after = None if start is None else parse_date(window["since"]) >= start
-    return {"model": source.id, "model_cutoff": cutoff.binding, "cutoff_kind": cutoff.kind,
-            "window_start": window["since"], "after_cutoff": after}
-
-
-def _mean_costs(results: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("floats_down_per_client_per_round", "floats_up_per_client_per_round", "client_seconds_per_client_per_round",
-            "server_seconds_per_round")
-    out: dict[str, Any] = {"rounds": int(max(r["costs"].get("rounds", 0) for r in results))}
-    for k in keys:
-        vals = [r["costs"][k] for r in results if k in r["costs"]]
-        out[k] = float(np.mean(vals)) if vals else None
-    out["method_seconds"] = float(np.mean([r["method_seconds"] for r in results]))
-    out["downstream_seconds"] = float(np.mean([r["downstream_seconds"] for r in results]))
-    return out
-
-
-def build_entry(prep: Prepared, bundle, results: list[dict[str, Any]], refs0: dict[str, float],
-                refs_inf: list[dict[str, float]], wall_seconds: float) -> dict[str, Any]:
-    """The leaderboard entry dict (validated against :class:`Entry` before it is returned)."""
-    from largefedbench.environment import environment, peak_memory_mb
-    from largefedbench.evaluation import gap_closed
-
-    fd, cls = prep.fd, prep.method_cls
-    m = fd.manifest
-    tops = [r["test"]["top1"] for r in results]
-    gaps = [gap_closed(t, refs0["top1"], ri["top1"]) for t, ri in zip(tops, refs_inf)]
-    fids = [r["fid"] for r in results if r["fid"] is not None]
-    eps = [r["epsilon"] for r in results]
-    costs = _mean_costs(results)
-    costs["wall_seconds"] = wall_seconds
-    costs["peak_memory_mb"] = peak_memory_mb()
-    accountant = results[0]["accountant"]
-    entry = {
-        "schema_version": SCHEMA_VERSION,
-        "entry_id": prep.entry_id,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "method": {"name": cls.name, "version": _method_version(cls, prep.method_source), "source": prep.method_source,
-                   "target": f"{cls.__module__}:{cls.__qualname__}", "paper": cls.paper, "output": cls.output},
-        "dataset": {"name": m["dataset"].lower(), "snapshot": m["name"].lower(), "content_sha256": m["content_sha256"],
-                    "synthetic": bool(m.get("synthetic", False)),
-                    "window": {k: m["window"].get(k) for k in ("since", "until", "public_since")},
-                    "clients": {s: len(fd[s]) for s in ("train", "validation", "test", "public")},
-                    "spans": {s: int(fd[s].span_counts().sum()) for s in ("train", "validation", "test", "public")}},
-        "contamination": _contamination(prep, bundle),
-        "privacy": {"epsilon": epsilon_json(max(eps)), "delta": prep.budget.delta, "unit": "user",
-                    "accountant": accountant, "target_epsilon": epsilon_json(prep.budget.epsilon),
-                    "epsilon_per_seed": [epsilon_json(e) for e in eps], "ledgers": [r["ledger"] for r in results],
-                    "n_train_clients": len(fd.train)},
-        "profile": _jsonable(_portable_profile(bundle.describe(), prep.request.root or lfb_home())),
-        "metrics": {
-            "next_token_accuracy": _accuracy_section([r["test"] for r in results]),
-            "validation_top1": _stat([r["validation"]["top1"] for r in results]),
-            "reference_public": _accuracy_section([refs0] * len(results)),
-            "reference_non_private": _accuracy_section(refs_inf),
-            "gap_closed": _stat(gaps),
-            "fid": _stat(fids) if fids else None,
-            "n_test_tokens": int(results[0]["test"]["n_tokens"]),
-        },
-        "costs": costs,
-        "environment": environment(),
-        "seeds": [r["seed"] for r in results],
-        "config": {"method": config_to_dict(prep.config), "preset": prep.preset,
-                   "overrides": dict(prep.request.overrides), "profile": prep.profile.name,
-                   "downstream_training": dataclasses.asdict(prep.profile.downstream_training),
-                   "command": prep.request.command or _command_for(prep)},
-        "artifacts": {},
-        "history": [r["history"] for r in results],
-    }
-    if prep.request.noise_free:
-        entry["diagnostic"] = {"kind": "noise-free", "note": NOISE_FREE_NOTE}
-    Entry.model_validate(entry)
-    return entry
-
-
-def _portable_profile(info: dict[str, Any], root: Path) -> dict[str, Any]:
-    """The models' description without paths of this machine: the model cache folder as ``$LFB_HOME/…`` (left
-    out when it is not under the LFB home ``root``)."""
-    cache = info.get("cache")
-    if not isinstance(cache, dict) or not cache.get("dir"):
-        return info
-    try:
-        rel = Path(cache["dir"]).resolve().relative_to(Path(root).resolve()).as_posix()
-    except ValueError:
-        rel = None
-    portable = {k: v for k, v in cache.items() if k != "dir"}
-    if rel is not None:
-        portable["dir"] = f"$LFB_HOME/{rel}"
-    return {**info, "cache": portable}
-
-
+# -- the entry's command ----------------------------------------------------------------------------------
 def _names_a_folder(value: str) -> bool:
     """Is a command-line value a local path with a folder part (not a name, module or hf:// address)?"""
     return "://" not in value and ("/" in value or "\\" in value or Path(value).is_absolute())
-
-
-def _method_version(cls: type, source: str) -> str:
-    if source == "built-in":
-        return __version__
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(cls.__module__.split(".")[0])
-    except PackageNotFoundError:
-        return getattr(cls, "version", "unversioned")
 
 
 def _command_for(prep: Prepared) -> str:
@@ -497,21 +361,24 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     start = time.perf_counter()
     from largefedbench.models import load_models
 
-    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, root=request.root)
+    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, root=request.home)
     ev = _Evaluator(prep, bundle, log)
     prep.run_dir.mkdir(parents=True, exist_ok=True)
-    results, refs_inf = [], []
-    refs0 = ev.reference("public", request.seeds[0])
+    results: list[SeedResult] = []
+    non_private: list[dict[str, float]] = []
+    public = ev.reference("public", request.seeds[0])
     for seed in request.seeds:
         results.append(_run_seed(prep, ev, seed, log, audit))
-        refs_inf.append(ev.reference("non-private", seed))
-    entry = build_entry(prep, bundle, results, refs0, refs_inf, time.perf_counter() - start)
-    if audit is not None:
-        entry["audit"] = audit.section(results, prep.budget)
+        non_private.append(ev.reference("non-private", seed))
+    section = None if audit is None else audit.section([r.to_json() for r in results], prep.budget)
+    entry = build_entry(prep, bundle, results, reference_public=public, reference_non_private=non_private,
+                        wall_seconds=time.perf_counter() - start, command=prep.request.command or _command_for(prep),
+                        audit=section)
     from largefedbench.evaluation.plots import write_entry_plots
 
-    plots = write_entry_plots(entry, prep.run_dir, prep.entry_path, validation=bundle.span_embeddings(prep.fd, "validation", progress=False))
-    entry["artifacts"] = {name: p.name for name, p in plots.items()}
-    Entry.model_validate(entry)
-    atomic_write_json(prep.entry_path, entry)
+    plots = write_entry_plots(entry.to_json(), prep.run_dir, prep.entry_path,
+                              validation=bundle.span_embeddings(prep.fd, "validation", progress=False))
+    # the plot files are named after the entry id (a checked id), so their names need no second validation
+    entry = entry.model_copy(update={"artifacts": {name: p.name for name, p in plots.items()}})
+    atomic_write_json(prep.entry_path, entry.to_json())
     return EvalResult(entry, prep.entry_path, plots)

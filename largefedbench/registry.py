@@ -18,7 +18,8 @@ from typing import Any
 from largefedbench.contract import OUTPUT_KINDS, Method
 from largefedbench.errors import MethodError
 
-__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "get_method", "list_methods", "method_names"]
+__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "get_method", "list_methods",
+           "method_names", "resolve_method"]
 
 ENTRY_POINT_GROUP = "largefedbench.methods"
 
@@ -167,6 +168,43 @@ def get_method(name: str) -> type:
         raise MethodError(f"method {name!r} ({target}) cannot be imported: {exc}. Install its dependencies "
                           "(pip install -e '.[train]' for the built-ins).") from exc
     return check_method_class(cls, f"method {name!r} ({target})")
+
+
+@dataclass(frozen=True)
+class ResolvedMethod:
+    """A method as a run records it: its class, where it came from and its version."""
+
+    cls: type
+    source: str  # "built-in" for a built-in name, else the module that defines the class
+    version: str  # lfb's for a built-in; else its top-level package's distribution version, cls.version or "unversioned"
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+    @property
+    def target(self) -> str:
+        """``module:Class`` of the class that ran."""
+        return f"{self.cls.__module__}:{self.cls.__qualname__}"
+
+
+def _version_of(cls: type) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(cls.__module__.split(".")[0])
+    except PackageNotFoundError:
+        return getattr(cls, "version", "unversioned")
+
+
+def resolve_method(name: str) -> ResolvedMethod:
+    """:func:`get_method` with the class's source and version, as an entry states them."""
+    from largefedbench import __version__
+
+    cls = get_method(name)
+    if name in BUILTIN_METHODS:
+        return ResolvedMethod(cls, "built-in", __version__)
+    return ResolvedMethod(cls, getattr(cls, "__module__", "?"), _version_of(cls))
 
 
 def list_methods() -> list[MethodInfo]:

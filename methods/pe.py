@@ -46,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
+from largefedbench.config_overrides import config_to_dict
+from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian

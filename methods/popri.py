@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
+from largefedbench.config_overrides import config_to_dict
+from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian

@@ -143,3 +143,10 @@ def test_bad_set_overrides_say_what_is_allowed(overrides, message):
     with pytest.raises(InputError) as info:
         config_from_overrides(EchoConfig, EchoConfig(), overrides)
     assert message in str(info.value)
+
+
+def test_the_contract_re_exports_the_config_helpers_methods_import_from_it():
+    from largefedbench import config_overrides, contract
+
+    assert contract.config_to_dict is config_overrides.config_to_dict
+    assert contract.config_from_overrides is config_overrides.config_from_overrides

@@ -18,8 +18,9 @@ from largefedbench.data.snapshot import BuildSpec, build_snapshot
 from largefedbench.data.spans import SpanSettings
 from largefedbench.data.windows import Window
 from largefedbench.errors import InputError, LfbError, MethodError, PrivacyError, SnapshotError
+from largefedbench import __version__
 from largefedbench.harness import EvalRequest, prepare, run_eval
-from largefedbench.leaderboard.schema import parse_entry
+from largefedbench.leaderboard.schema import Entry, parse_entry
 from largefedbench.privacy import PrivacyLedger
 
 LFB = shutil.which("lfb", path=str(Path(sys.executable).parent)) or "lfb"
@@ -101,15 +102,16 @@ def test_budget_errors_are_library_errors(lfb_home):
     assert issubclass(SnapshotError, LfbError)
 
 
-def _check_entry(entry: dict, path: Path) -> None:
-    parsed = parse_entry(entry)
-    assert path.exists() and json.loads(path.read_text()) == entry
-    for ledger, eps in zip(entry["privacy"]["ledgers"], entry["privacy"]["epsilon_per_seed"]):
-        recomputed = PrivacyLedger.from_dict(ledger).epsilon(entry["privacy"]["delta"], entry["privacy"]["accountant"]) \
+def _check_entry(entry: Entry, path: Path) -> None:
+    written = json.loads(path.read_text())
+    assert written == entry.to_json() and parse_entry(written) == entry  # what the run returns is what it wrote
+    privacy = entry.privacy
+    for ledger, eps in zip(privacy.ledgers, privacy.epsilon_per_seed):
+        recomputed = PrivacyLedger.from_dict(ledger).epsilon(privacy.delta, privacy.accountant) \
             if ledger["events"] else 0.0
         claimed = math.inf if eps == "inf" else eps
         assert recomputed == pytest.approx(claimed, rel=1e-9)
-    m = parsed.metrics
+    m = entry.metrics
     assert 0 < m.reference_public.top1.mean < m.reference_non_private.top1.mean <= 1
     for acc, gap, ref_inf in zip(m.next_token_accuracy.top1.per_seed, m.gap_closed.per_seed,
                                  m.reference_non_private.top1.per_seed):
@@ -118,21 +120,22 @@ def _check_entry(entry: dict, path: Path) -> None:
 
 def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
     _fd, _bundle, root = tiny
-    public = run_eval(EvalRequest(method="public", seeds=(0,), out=tmp_path, root=root, progress=False), log=lambda m: None)
+    public = run_eval(EvalRequest(method="public", seeds=(0,), out=tmp_path, home=root, progress=False), log=lambda m: None)
     _check_entry(public.entry, public.path)
-    assert public.entry["privacy"]["epsilon"] == 0.0 and public.entry["privacy"]["ledgers"][0]["events"] == []
-    assert public.entry["metrics"]["gap_closed"]["mean"] == 0.0
-    assert public.entry["contamination"]["after_cutoff"] is True
+    assert public.entry.privacy.epsilon == 0.0 and public.entry.privacy.ledgers[0]["events"] == []
+    assert public.entry.metrics.gap_closed.mean == 0.0
+    assert public.entry.contamination.after_cutoff is True
+    assert public.entry.method.source == "built-in" and public.entry.method.version == __version__
 
     logs: list[str] = []
-    nonpriv = run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, root=root, progress=False), log=logs.append)
+    nonpriv = run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, home=root, progress=False), log=logs.append)
     _check_entry(nonpriv.entry, nonpriv.path)
-    assert nonpriv.entry["privacy"]["epsilon"] == "inf"
-    assert nonpriv.entry["metrics"]["gap_closed"]["mean"] == pytest.approx(1.0)
+    assert nonpriv.entry.privacy.epsilon == "inf"
+    assert nonpriv.entry.metrics.gap_closed.mean == pytest.approx(1.0)
     assert nonpriv.path.parent == tmp_path / "entries" / "demo" / "non-private"
     # the same command again reuses the finished seed instead of training again
     again: list[str] = []
-    run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, root=root, progress=False), log=again.append)
+    run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, home=root, progress=False), log=again.append)
     assert any("already done" in line for line in again) and not any("running" in line for line in again)
 
 

@@ -187,3 +187,19 @@ def test_entry_point_plugins_are_listed_and_a_broken_one_hides_nothing(entry_poi
     assert rows["not-a-method"].status == "broken"
     assert "does not subclass largefedbench.contract.Method" in rows["not-a-method"].error
     assert all(rows[name].status == "runnable" for name in BUILTIN_METHODS)
+
+
+def test_resolving_gives_the_class_its_source_and_its_version_together(entry_point_plugins):
+    from largefedbench import __version__
+    from largefedbench.registry import ResolvedMethod, resolve_method
+
+    builtin = resolve_method("dp-fedavg")
+    assert builtin == ResolvedMethod(get_method("dp-fedavg"), "built-in", __version__)
+    assert builtin.name == "dp-fedavg" and builtin.target == BUILTIN_METHODS["dp-fedavg"]
+    plugin = resolve_method("echo")  # an entry-point plug-in: the module that defines it, its package's version
+    assert (plugin.cls.name, plugin.source, plugin.version) == ("echo", PLUGINS, "unversioned")
+    assert plugin.target == f"{PLUGINS}:Echo"
+    sys.modules[PLUGINS].Echo.version = "0.3"  # a class that states its version when no distribution does
+    assert resolve_method(f"{PLUGINS}:Echo").version == "0.3"
+    by_module = resolve_method("largefedbench.methods.references:PublicReference")  # a built-in class, by reference
+    assert by_module.source == "largefedbench.methods.references" and by_module.version == __version__

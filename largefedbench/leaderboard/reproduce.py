@@ -85,7 +85,7 @@ def _as_override(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _request(entry: Entry, out: Path, root: Path | None, progress: bool, overrides: dict[str, str]):
+def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str]):
     from largefedbench.harness import EvalRequest
     from largefedbench.registry import get_method
 
@@ -94,25 +94,25 @@ def _request(entry: Entry, out: Path, root: Path | None, progress: bool, overrid
     return EvalRequest(method=entry.method.name, dataset=entry.dataset.snapshot,
                        epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
                        delta=entry.privacy.delta, profile=entry.config.profile, seeds=tuple(entry.seeds),
-                       overrides=overrides, preset=entry.config.preset, out=out, root=root, progress=progress,
+                       overrides=overrides, preset=entry.config.preset, out=out, home=home, progress=progress,
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 
 
-def _prepare(entry: Entry, out: Path, root: Path | None, progress: bool, notes: list[str]):
+def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: list[str]):
     """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
-    from largefedbench.contract import config_to_dict
+    from largefedbench.config_overrides import config_to_dict
     from largefedbench.harness import prepare
 
     overrides = dict(entry.config.overrides)
-    request = _request(entry, out, root, progress, overrides)
+    request = _request(entry, out, home, progress, overrides)
     prep = prepare(request)
     moved = {k: v for k, v in entry.config.method.items() if config_to_dict(prep.config).get(k) != v}
     if moved:
         notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
                      f"{', '.join(sorted(moved))} from the entry's resolved config")
         overrides.update({k: _as_override(v) for k, v in moved.items()})
-        request = _request(entry, out, root, progress, overrides)
+        request = _request(entry, out, home, progress, overrides)
         prep = prepare(request)
     if config_to_dict(prep.config) != entry.config.method:
         raise InputError(f"cannot rebuild the entry's method config {entry.config.method} with this version of "
@@ -123,9 +123,9 @@ def _prepare(entry: Entry, out: Path, root: Path | None, progress: bool, notes: 
                             "get the same snapshot (e.g. from the hub, `--dataset hf://…`) or rebuild it with the same settings")
     if dataclasses.asdict(prep.profile.downstream_training) != entry.config.downstream_training:
         notes.append("the profile's downstream training settings differ from the entry's: accuracies may move")
-    target = f"{prep.method_cls.__module__}:{prep.method_cls.__qualname__}"
-    if target != entry.method.target:
-        notes.append(f"method {entry.method.name!r} is now {target}; the entry was made with {entry.method.target}")
+    if prep.method.target != entry.method.target:
+        notes.append(f"method {entry.method.name!r} is now {prep.method.target}; the entry was made with "
+                     f"{entry.method.target}")
     return request
 
 
@@ -173,5 +173,5 @@ def reproduce(path: Path, *, root: Path | None = None, tolerances: Tolerances = 
         if out is not None:
             result.reproduced_path = again.path
         original = entry.model_dump(mode="json")
-        result.comparisons = _compare(original, again.entry, tolerances)
+        result.comparisons = _compare(original, again.entry.model_dump(mode="json"), tolerances)
     return result

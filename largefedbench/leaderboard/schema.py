@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,6 +37,15 @@ def epsilon_json(eps: float) -> Epsilon:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __getitem__(self, key: str) -> Any:
+        """Deprecated: ``entry["metrics"]`` as code written against the entry's JSON dict did; read attributes
+        (``entry.metrics``), or ``entry.to_json()`` for the dict. Goes away in the next release."""
+        warnings.warn(f"{type(self).__name__}[{key!r}]: read the attribute (.{key}) instead; indexing an entry "
+                      "goes away in the next release", DeprecationWarning, stacklevel=2)
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
 
 
 class MethodSection(_Strict):
@@ -204,6 +214,11 @@ class Entry(_Strict):
     audit: AuditSection | None = None  # `lfb audit` entries only
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
 
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the JSON object it is written as: the fields it was given (an optional section it does not
+        have is absent, not null), so an entry read from a file gives back exactly that file's object."""
+        return self.model_dump(exclude_unset=True)
+
     @field_validator("artifacts")
     @classmethod
     def _plain_file_names(cls, value: dict[str, str]) -> dict[str, str]:
@@ -240,9 +255,10 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_entry(data: dict[str, Any]) -> Entry:
-    """An :class:`Entry` from a dict of any supported version (pydantic ``ValidationError`` if malformed)."""
-    return Entry.model_validate(migrate(data))
+def parse_entry(data: dict[str, Any] | Entry) -> Entry:
+    """An :class:`Entry` from a dict of any supported version (pydantic ``ValidationError`` if malformed); an
+    :class:`Entry` is returned as it is."""
+    return data if isinstance(data, Entry) else Entry.model_validate(migrate(data))
 
 
 def is_safe_id(value: str) -> bool:

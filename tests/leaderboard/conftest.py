@@ -90,16 +90,16 @@ def produced(example_site, tiny, tmp_path_factory):
     _fd, _bundle, root = tiny
     board = tmp_path_factory.mktemp("produced-board")
     with _on_path(example_site):
-        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, root=root, progress=False,
+        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, home=root, progress=False,
                                     command=f"lfb eval --method {EXAMPLE} --seeds 0"), log=lambda m: None)
 
 
 @pytest.fixture()
 def entry(produced) -> dict:
-    """A fresh deep copy of the produced entry dict."""
+    """A fresh deep copy of the produced entry as its JSON dict."""
     import copy
 
-    return copy.deepcopy(produced.entry)
+    return copy.deepcopy(produced.entry.to_json())
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +122,7 @@ def board(produced, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("board")
     art = produced.path.parent
-    base = with_seeds(produced.entry, [0, 1, 2])
+    base = with_seeds(produced.entry.to_json(), [0, 1, 2])
     roles = {
         "a": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--ranked-a"),
         "b": relabel(shift_accuracy(base, 0.01), method="dp-unigram-b", entry_id="dp-unigram-b--demo--tiny--eps1--b",
@@ -131,7 +131,7 @@ def board(produced, tmp_path_factory):
                      entry_id="dp-unigram-c--demo--tiny--eps2.4--c"),
         "public": as_reference(base, "public"),
         "non-private": as_reference(base, "non-private"),
-        "unranked": produced.entry,
+        "unranked": produced.entry.to_json(),
         "contaminated": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--contaminated"),
         "invalid": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--invalid"),
     }

@@ -231,12 +231,13 @@ def test_the_demo_snapshot_builds_to_its_known_hash(shared_root):
 def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     from types import SimpleNamespace
 
-    from largefedbench.harness import _command_for, _portable_profile
+    from largefedbench.harness import _command_for
+    from largefedbench.run.entry import portable_profile
 
     home = tmp_path / "home"
     info = {"profile": "tiny", "cache": {"dir": str(home / "models" / "tiny" / "abc"), "hit": True}}
-    assert _portable_profile(info, home)["cache"] == {"dir": "$LFB_HOME/models/tiny/abc", "hit": True}
-    assert _portable_profile(info, tmp_path / "elsewhere")["cache"] == {"hit": True}
+    assert portable_profile(info, home)["cache"] == {"dir": "$LFB_HOME/models/tiny/abc", "hit": True}
+    assert portable_profile(info, tmp_path / "elsewhere")["cache"] == {"hit": True}
     request = SimpleNamespace(method=str(tmp_path / "methods" / "mine.py") + ":Mine", dataset=str(tmp_path / "snap"),
                               seeds=(0, 1, 2), overrides={}, noise_free=False)
     prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny"), preset="tiny",

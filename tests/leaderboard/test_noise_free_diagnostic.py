@@ -44,15 +44,15 @@ def noise_free(example_site, tiny, tmp_path_factory):
     _fd, _bundle, root = tiny
     board = tmp_path_factory.mktemp("noise-free-board")
     with _on_path(example_site):
-        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, root=root, progress=False, noise_free=True),
+        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, home=root, progress=False, noise_free=True),
                         log=lambda m: None)
 
 
 def test_the_noise_free_entry_is_a_valid_diagnostic_with_infinite_epsilon(noise_free, produced):
     e = noise_free.entry
-    assert e["diagnostic"]["kind"] == "noise-free"
-    assert e["privacy"]["epsilon"] == "inf" and e["privacy"]["target_epsilon"] == 1.0
-    assert "--noise-free" in noise_free.path.name and "--noise-free" in e["config"]["command"]
+    assert e.diagnostic.kind == "noise-free"
+    assert e.privacy.epsilon == "inf" and e.privacy.target_epsilon == 1.0
+    assert "--noise-free" in noise_free.path.name and "--noise-free" in e.config.command
     assert noise_free.path.name != produced.path.name  # its own id and run folder, beside the noised entry
     report = validate_entry_file(EntryFile(noise_free.path, board_of(noise_free.path)))
     assert report.valid and report.status == "diagnostic", format_reports([report])
@@ -62,8 +62,9 @@ def test_the_noise_free_entry_is_a_valid_diagnostic_with_infinite_epsilon(noise_
 
 
 def test_a_diagnostic_whose_ledger_was_noised_is_rejected(noise_free, produced, tmp_path):
-    forged = copy.deepcopy(noise_free.entry)
-    forged["privacy"].update({k: produced.entry["privacy"][k] for k in ("ledgers", "epsilon", "epsilon_per_seed")})
+    forged = copy.deepcopy(noise_free.entry.to_json())
+    noised = produced.entry.to_json()["privacy"]
+    forged["privacy"].update({k: noised[k] for k in ("ledgers", "epsilon", "epsilon_per_seed")})
     report = validate_entry_file(EntryFile(save(tmp_path, forged), tmp_path))
     assert not report.valid
     assert any(f.check == "privacy-budget" and "some release was noised" in f.message for f in report.errors)
@@ -71,4 +72,4 @@ def test_a_diagnostic_whose_ledger_was_noised_is_rejected(noise_free, produced, 
 
 def test_noise_free_is_refused_for_the_references(tiny, tmp_path):
     with pytest.raises(InputError, match="reference"):
-        prepare(EvalRequest(method="public", seeds=(0,), out=tmp_path, root=tiny[2], noise_free=True))
+        prepare(EvalRequest(method="public", seeds=(0,), out=tmp_path, home=tiny[2], noise_free=True))

@@ -27,7 +27,7 @@ def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, t
     assert all(c.difference == 0 for c in result.comparisons), result.format()  # same machine, same software
     # the real re-run recorded beside a byte-identical copy of the entry marks the board (issue 14, item 17)
     board = tmp_path / "board"
-    copy = save(board, produced.entry, artifacts_from=produced.path.parent)
+    copy = save(board, produced.entry.to_json(), artifacts_from=produced.path.parent)
     copy.write_bytes(produced.path.read_bytes())
     record = record_reproduction(result, copy, tolerances=Tolerances(), seconds=1.0)
     (report,) = validate_paths([board / "entries"])
@@ -41,7 +41,7 @@ def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, 
     """The doctored copy keeps the produced entry's id, so the re-run can resume from the produced run's stored
     seed results (copied into a scratch board): this checks the comparison, not the method, a second time."""
     _fd, _bundle, root = tiny
-    doctored = save(tmp_path / "doctored", shift_accuracy(produced.entry, 0.02),
+    doctored = save(tmp_path / "doctored", shift_accuracy(produced.entry.to_json(), 0.02),
                     artifacts_from=produced.path.parent)
     scratch = tmp_path / "scratch"
     shutil.copytree(produced.path.parents[3] / ".runs", scratch / ".runs")
@@ -59,7 +59,7 @@ def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, 
 
 
 def test_an_invalid_entry_is_not_reproduced(produced, tmp_path):
-    data = shift_accuracy(produced.entry, 0.0)
+    data = shift_accuracy(produced.entry.to_json(), 0.0)
     data["metrics"]["gap_closed"]["mean"] = 0.5
     path = save(tmp_path, data, artifacts_from=produced.path.parent)
     with pytest.raises(InputError, match="not a valid entry.*gap_closed"):

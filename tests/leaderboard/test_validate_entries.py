@@ -45,14 +45,14 @@ def test_the_produced_entry_is_valid_and_unranked_with_one_seed(produced):
     assert report.valid, format_reports([report])
     assert report.status == "unranked"
     assert [f.check for f in report.notes] == ["seeds"]
-    assert produced.entry["artifacts"], "the example method reports σ by round, so the entry has a plot"
+    assert produced.entry.artifacts, "the example method reports σ by round, so the entry has a plot"
 
 
 def test_the_produced_entry_names_no_path_of_this_machine(produced):
     from largefedbench.leaderboard.check_paths import local_paths
 
-    assert local_paths(produced.entry) == []
-    assert produced.entry["profile"]["cache"]["dir"].startswith("$LFB_HOME/models/tiny/")
+    assert local_paths(produced.entry.to_json()) == []
+    assert produced.entry.profile["cache"]["dir"].startswith("$LFB_HOME/models/tiny/")
 
 
 def test_three_seeds_are_ranked_and_the_references_are_valid(entry, produced, tmp_path):
@@ -253,7 +253,8 @@ def test_possibly_contaminated_entries_are_valid_but_apart(contamination, window
 
 def test_a_registered_cutoff_before_the_window_is_clean(entry, produced, tmp_path):
     entry["contamination"] = {"model": "meta-llama/Meta-Llama-3-8B", "model_cutoff": "2023-03",
-                              "cutoff_kind": "reported", "window_start": "2024-09-01", "after_cutoff": True}
+                              "cutoff_kind": "reported", "window_start": entry["dataset"]["window"]["since"],
+                              "after_cutoff": True}
     report = _validate(save(tmp_path, with_seeds(entry, [0, 1, 2]), artifacts_from=produced.path.parent))
     assert report.status == "ranked", format_reports([report])
 
@@ -321,4 +322,4 @@ def test_a_noisier_variant_recomputes_a_smaller_epsilon(entry, produced, tmp_pat
     quieter = with_noise(relabel(entry, entry_id="noisier"), 2.0)
     assert quieter["privacy"]["epsilon"] < entry["privacy"]["epsilon"]
     assert _validate(save(tmp_path, quieter, artifacts_from=produced.path.parent)).valid
-    assert load(produced.path) == produced.entry
+    assert load(produced.path) == produced.entry.to_json()

@@ -1,0 +1,168 @@
+"""The leaderboard entry of a run, built once from the checked request, the seeds' results and the references."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from largefedbench.config_overrides import config_to_dict
+from largefedbench.errors import InputError
+from largefedbench.leaderboard.schema import (
+    SCHEMA_VERSION,
+    AccuracySection,
+    AuditSection,
+    ContaminationSection,
+    CostsSection,
+    DatasetSection,
+    DiagnosticSection,
+    EnvironmentSection,
+    Entry,
+    MethodSection,
+    MetricsSection,
+    PrivacySection,
+    RunConfig,
+    Stat,
+    UnitStat,
+    WindowSection,
+    epsilon_json,
+)
+from largefedbench.run.seed_result import SeedResult, jsonable
+
+if TYPE_CHECKING:
+    from largefedbench.harness import Prepared
+
+__all__ = ["NOISE_FREE_NOTE", "build_entry", "portable_profile"]
+
+NOISE_FREE_NOTE = ("diagnostic: the method's settings and noise calibration are those of the target ε, but every "
+                   "release is the exact clipped sum (σ = 0; the ledger's ε is ∞). It shows what the noise costs; "
+                   "it is never ranked")
+SPLITS = ("train", "validation", "test", "public")
+
+
+def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_public: dict[str, float],
+                reference_non_private: list[dict[str, float]], wall_seconds: float, command: str,
+                audit: dict[str, Any] | None = None) -> Entry:
+    """The run's :class:`Entry` (each section validated as it is made). ``reference_public`` is the ε = 0 model's
+    test accuracy, ``reference_non_private`` the ε = ∞ model's per seed; ``audit`` an ``lfb audit`` run's section."""
+    from largefedbench.environment import environment, peak_memory_mb
+    from largefedbench.paths import lfb_home
+
+    method = prep.method
+    eps = [r.epsilon for r in results]
+    sections: dict[str, Any] = {}
+    if audit is not None:
+        sections["audit"] = AuditSection.model_validate(audit)
+    if prep.request.noise_free:
+        sections["diagnostic"] = DiagnosticSection(kind="noise-free", note=NOISE_FREE_NOTE)
+    return Entry(
+        schema_version=SCHEMA_VERSION,
+        entry_id=prep.entry_id,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        method=MethodSection(name=method.name, version=method.version, source=method.source, target=method.target,
+                             paper=method.cls.paper, output=method.cls.output),
+        dataset=_dataset(prep.fd),
+        contamination=_contamination(prep, bundle),
+        privacy=PrivacySection(epsilon=epsilon_json(max(eps)), delta=prep.budget.delta, unit="user",
+                               accountant=results[0].accountant, target_epsilon=epsilon_json(prep.budget.epsilon),
+                               epsilon_per_seed=[epsilon_json(e) for e in eps], ledgers=[r.ledger for r in results],
+                               n_train_clients=len(prep.fd.train)),
+        profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
+        metrics=_metrics(results, reference_public, reference_non_private),
+        costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
+        environment=EnvironmentSection(**environment()),
+        seeds=[r.seed for r in results],
+        config=RunConfig(method=config_to_dict(prep.config), preset=prep.preset, overrides=dict(prep.request.overrides),
+                         profile=prep.profile.name,
+                         downstream_training=dataclasses.asdict(prep.profile.downstream_training), command=command),
+        artifacts={},
+        history=[r.history for r in results],
+        **sections,
+    )
+
+
+def _dataset(fd) -> DatasetSection:
+    m = fd.manifest
+    return DatasetSection(name=m["dataset"].lower(), snapshot=m["name"].lower(), content_sha256=m["content_sha256"],
+                          synthetic=bool(m.get("synthetic", False)),
+                          window=WindowSection(**{k: m["window"].get(k) for k in ("since", "until", "public_since")}),
+                          clients={s: len(fd[s]) for s in SPLITS},
+                          spans={s: int(fd[s].span_counts().sum()) for s in SPLITS})
+
+
+def _contamination(prep: Prepared, bundle) -> ContaminationSection:
+    from largefedbench.data.windows import get_cutoff, parse_date
+    from largefedbench.models import TinyGPT2
+
+    since = prep.fd.manifest["window"]["since"]
+    role = "generator" if prep.method.cls.output == "synthetic text" else "downstream"
+    source = getattr(prep.profile, role)
+    if isinstance(source, TinyGPT2):
+        return ContaminationSection(model=bundle.describe()[role]["id"], model_cutoff=since[:7],
+                                    cutoff_kind="pretrained on the snapshot's public split", window_start=since,
+                                    after_cutoff=True)
+    try:
+        cutoff = get_cutoff(source.id)
+    except InputError:
+        return ContaminationSection(model=source.id, model_cutoff=None, cutoff_kind="unknown", window_start=since,
+                                    after_cutoff=None)
+    start = cutoff.window_start()
+    return ContaminationSection(model=source.id, model_cutoff=cutoff.binding, cutoff_kind=cutoff.kind,
+                                window_start=since, after_cutoff=None if start is None else parse_date(since) >= start)
+
+
+def _stat(values: list[float]) -> dict[str, Any]:
+    arr = np.asarray(values, dtype=float)
+    return {"per_seed": [float(v) for v in arr], "mean": float(arr.mean()),
+            "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0}
+
+
+def _accuracy(rows: list[dict[str, float]]) -> AccuracySection:
+    return AccuracySection(**{k: UnitStat(**_stat([r[k] for r in rows])) for k in ("top1", "top3", "top5")})
+
+
+def _metrics(results: list[SeedResult], public: dict[str, float], non_private: list[dict[str, float]]) -> MetricsSection:
+    from largefedbench.evaluation import gap_closed
+
+    gaps = [gap_closed(r.test["top1"], public["top1"], ri["top1"]) for r, ri in zip(results, non_private)]
+    fids = [r.fid for r in results if r.fid is not None]
+    return MetricsSection(
+        next_token_accuracy=_accuracy([r.test for r in results]),
+        validation_top1=UnitStat(**_stat([r.validation["top1"] for r in results])),
+        reference_public=_accuracy([public] * len(results)),
+        reference_non_private=_accuracy(non_private),
+        gap_closed=Stat(**_stat(gaps)),
+        fid=Stat(**_stat(fids)) if fids else None,
+        n_test_tokens=int(results[0].test["n_tokens"]),
+    )
+
+
+def _mean_costs(results: list[SeedResult]) -> dict[str, Any]:
+    keys = ("floats_down_per_client_per_round", "floats_up_per_client_per_round", "client_seconds_per_client_per_round",
+            "server_seconds_per_round")
+    out: dict[str, Any] = {"rounds": int(max(r.costs.get("rounds", 0) for r in results))}
+    for k in keys:
+        vals = [r.costs[k] for r in results if k in r.costs]
+        out[k] = float(np.mean(vals)) if vals else None
+    out["method_seconds"] = float(np.mean([r.method_seconds for r in results]))
+    out["downstream_seconds"] = float(np.mean([r.downstream_seconds for r in results]))
+    return out
+
+
+def portable_profile(info: dict[str, Any], home: Path) -> dict[str, Any]:
+    """The models' description without paths of this machine: the model cache folder as ``$LFB_HOME/…`` (left
+    out when it is not under the LFB home ``home``)."""
+    cache = info.get("cache")
+    if not isinstance(cache, dict) or not cache.get("dir"):
+        return info
+    try:
+        rel = Path(cache["dir"]).resolve().relative_to(Path(home).resolve()).as_posix()
+    except ValueError:
+        rel = None
+    portable = {k: v for k, v in cache.items() if k != "dir"}
+    if rel is not None:
+        portable["dir"] = f"$LFB_HOME/{rel}"
+    return {**info, "cache": portable}

@@ -1,0 +1,69 @@
+"""One seed's run, evaluated: what the harness stores as ``seed-<s>/result.json`` and builds the entry from."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from largefedbench.errors import InputError
+
+__all__ = ["SeedResult", "jsonable"]
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """The method's run for one seed and the harness's evaluation of what it produced."""
+
+    seed: int
+    test: dict[str, float]  # next-token accuracy on the test clients: top1, top3, top5, n_tokens
+    validation: dict[str, float]  # the same on the validation clients
+    fid: float | None  # synthetic vs validation spans (synthetic-text methods only)
+    epsilon: float  # spent, from the seed's ledger
+    accountant: str
+    ledger: dict[str, Any]  # PrivacyLedger.to_dict()
+    costs: dict[str, Any]  # Costs.summary()
+    method_seconds: float
+    downstream_seconds: float
+    history: list[dict[str, Any]]  # the artifact's, one JSON-ready dict per round
+    info: dict[str, Any]  # the artifact's method-specific detail
+    n_synthetic: int | None
+    audit: dict[str, Any] | None = None  # the canaries' scores (``lfb audit`` runs only)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (``result.json``): every field, ``audit`` only when the run was audited."""
+        data = dataclasses.asdict(self)
+        if data["audit"] is None:
+            del data["audit"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: Path | str = "result.json") -> SeedResult:
+        """A stored result back (as :meth:`to_json` wrote it, or as earlier versions of lfb did)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        missing = sorted(required - set(data)) if isinstance(data, dict) else sorted(required)
+        if missing:
+            raise InputError(f"{where} is not a seed result (missing {', '.join(missing)}): delete its seed folder "
+                             "to run that seed again")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy scalars as Python numbers, non-finite floats as strings and anything else unknown as its
+    repr: what a method puts in its artifact's ``info`` and ``history``, made safe to store."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return repr(obj)
