@@ -236,11 +236,17 @@ class Federation:
                                   ledger=self.ledger, generator=self._generator_for(total))
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
                        floats_down_per_client=float(download_floats), floats_up_per_client=float(width))
+        if self.on_release is not None:  # an audit scores its canaries against every noised sum
+            self.on_release(client_fn=client_fn, clip=clip, batched=batched, round_=cohort.round, fed_seed=self._seed,
+                            noisy=noisy)
         return noisy
 
     #: privacy auditing (``largefedbench.audit``): ``fn(client_ids, outputs) -> outputs`` lets canary clients return
     #: their canary vector as their client computation; the outputs are then clipped and noised like every other.
     client_outputs: Callable[[Sequence[str], Any], Any] | None = None
+    #: privacy auditing of releases: ``fn(client_fn=, clip=, batched=, round_=, fed_seed=, noisy=)`` sees each noised
+    #: sum (what the run released) and the client function that made it, never a client's row
+    on_release: Callable[..., None] | None = None
 
     # -- the ε = ∞ reference ---------------------------------------------------------------------------
     def release_without_noise(self) -> list[str]:

@@ -14,15 +14,22 @@ accountant counts them. Held-out canaries are never seen by the run; they are th
   sentences (a made-up person, place, object and number), unique to it. Its spans are ordinary spans: embedded,
   voted with, etc. Score: the largest cosine similarity between the canary's own text embedding (its three
   sentences as one text) and the embeddings of the released synthetic set.
+- **Text canaries of methods that vote with span embeddings** (PE, PE+SFT, POPri: ``needs_span_embeddings``).
+  A canary client owns one distinct span of the snapshot's public split (real text, spread like the data, so
+  the canaries' nearest synthetic samples differ). Score: summed over every noised sum the run released, the
+  cosine between the release and the canary's own clipped vector under that release's client function
+  (:mod:`largefedbench.audit.releases`).
 
-Scores only read what the run released (the returned model or synthetic texts); nothing else of the run is used.
+Scores only read what the run released (the returned model, synthetic texts or noised sums); nothing else of the
+run is used.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -55,17 +62,25 @@ def canary_sentences(rng: np.random.Generator) -> list[str]:
 
 @dataclass(frozen=True)
 class CanaryPlan:
-    """``m`` canaries of one ``kind`` ("update" or "text"), each included by a coin seeded by ``seed``."""
+    """``m`` canaries of one ``kind`` ("update" or "text"), each included by a coin seeded by ``seed``.
+
+    A text canary's span is its secret sentences, or, given a ``pool`` of public spans, one distinct pool span
+    (drawn by ``seed``): real text spread like the data, so that the canaries' nearest synthetic samples differ
+    and a release's vote for one canary is not another's (for scoring releases, :mod:`largefedbench.audit.releases`)."""
 
     m: int
     seed: int
     kind: str
+    pool: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.m < 2:
             raise InputError(f"--canaries {self.m}: an audit needs at least 2 canaries (e.g. 100)")
         if self.kind not in ("update", "text"):
             raise InputError(f"canary kind {self.kind!r}: use 'update' (model methods) or 'text' (synthetic data)")
+        if self.pool and len(self.pool) < self.m:
+            raise InputError(f"--canaries {self.m}: the public split has {len(self.pool)} spans to draw distinct "
+                             "canary texts from; use fewer canaries")
 
     def _rng(self, *stream: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence([self.seed, 0xCA7A, *stream]))
@@ -80,8 +95,14 @@ class CanaryPlan:
         return [f"{CANARY_PREFIX}{j:05d}" for j in range(self.m)]
 
     def texts(self, j: int) -> list[str]:
-        """Canary ``j``'s secret sentences (its spans)."""
+        """Canary ``j``'s spans: its secret sentences, or its own span of the pool."""
+        if self.pool:
+            return [self.pool[int(self._pool_picks[j])]]
         return canary_sentences(self._rng(1, j))
+
+    @cached_property
+    def _pool_picks(self) -> np.ndarray:
+        return self._rng(2).choice(len(self.pool), size=self.m, replace=False)
 
     def direction(self, j: int, d: int) -> Any:
         """Canary ``j``'s unit direction in R^d (float32 torch tensor), the same on every call."""
@@ -116,24 +137,36 @@ class CanaryPlan:
 def with_canaries(split, plan: CanaryPlan):
     """A new :class:`ClientSplit`: ``split``'s clients followed by the included canaries (their spans are their
     secret sentences; other columns empty)."""
-    from datasets import Dataset, concatenate_datasets
+    from datasets import concatenate_datasets
 
     from largefedbench.data.federated import ClientSplit
 
-    table = split.table
     clash = [c for c in plan.ids if c in split]
     if clash:
         raise InputError(f"the split already has clients named like canaries ({clash[0]}); rename them")
+    inserted = np.flatnonzero(plan.included)
+    if not len(inserted):
+        return ClientSplit(split.name, split.table)
+    return ClientSplit(split.name, concatenate_datasets([split.table, _canary_table(plan, inserted, split.table)]))
+
+
+def canary_split(plan: CanaryPlan, like):
+    """Every canary, inserted or not, as a :class:`ClientSplit` with the columns of the split ``like``."""
+    from largefedbench.data.federated import ClientSplit
+
+    return ClientSplit("canaries", _canary_table(plan, np.arange(plan.m), like.table))
+
+
+def _canary_table(plan: CanaryPlan, indices: np.ndarray, like):
+    from datasets import Dataset
+
     rows = []
-    for j in np.flatnonzero(plan.included):
+    for j in indices:
         spans = plan.texts(int(j))
-        row = {c: None for c in table.column_names}
+        row = {c: None for c in like.column_names}
         row.update(id=plan.ids[j], spans=spans, n_spans=len(spans), n_tokens=sum(len(s.split()) for s in spans))
         rows.append(row)
-    if not rows:
-        return ClientSplit(split.name, table)
-    extra = Dataset.from_list(rows, features=table.features)
-    return ClientSplit(split.name, concatenate_datasets([table, extra]))
+    return Dataset.from_list(rows, features=like.features)
 
 
 def update_scores(plan: CanaryPlan, delta: Any, *, progress: bool = False) -> np.ndarray:

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from largefedbench.audit.canaries import CanaryPlan, text_scores, update_scores, with_canaries
+from largefedbench.audit.canaries import CanaryPlan, canary_split, text_scores, update_scores, with_canaries
+from largefedbench.audit.releases import SCORE as RELEASE_SCORE
+from largefedbench.audit.releases import ReleaseScores
 from largefedbench.audit.estimators import one_run_lower_bound, one_shot_estimate
 from largefedbench.errors import InputError, MethodError
 
@@ -32,6 +34,7 @@ SCORES = {
     "update": "cosine between the canary's random unit direction and the released model minus the public model",
     "text": "largest cosine similarity between the canary's secret sentences and the released synthetic texts "
             "(the profile's sentence embedder)",
+    "releases": RELEASE_SCORE,  # text canaries of a method that released batched noised sums (PE, PE+SFT, POPri)
 }
 
 
@@ -75,6 +78,7 @@ class Audit:
         self.plan: CanaryPlan | None = None
         self._clip: float | None = None
         self._scores: dict[int, list[float]] = {}
+        self._releases: ReleaseScores | None = None
 
     # -- before the run: the entry id and the canaries ----------------------------------------------------------
     def prepare(self, prep):
@@ -83,7 +87,9 @@ class Audit:
             raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
                              "private method")
         kind = canary_kind(prep.method_cls)
-        self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind)
+        votes = kind == "text" and getattr(prep.method_cls, "needs_span_embeddings", False)
+        pool = tuple(t for t in prep.fd.public.all_spans() if t.strip()) if votes else ()
+        self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind, pool)
         if kind == "update":
             clip = getattr(prep.config, "clip", None)
             if not (isinstance(clip, (int, float)) and clip > 0):
@@ -120,9 +126,16 @@ class Audit:
             extra = [s for j in np.flatnonzero(plan.included) for s in plan.texts(int(j))]
             vectors = np.concatenate([base, embed(extra, ev.bundle.embedder).astype(base.dtype)]) if extra else base
             embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(split.span_counts())]))
-        fed = Federation(split, seed=seed, embeddings=embeddings)
+        fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free)
         if plan.kind == "update":
             fed.client_outputs = plan.federation_hook(self._clip)
+        elif embeddings is not None:  # text canaries are also scored against every noised sum the method releases
+            from largefedbench.client_views import ClientStore
+
+            canaries = canary_split(plan, ev.prep.fd.train)
+            vectors = embed([s for j in range(plan.m) for s in plan.texts(j)], ev.bundle.embedder).astype(base.dtype)
+            store = ClientStore(canaries, SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(canaries.span_counts())])))
+            self._releases = fed.on_release = ReleaseScores(store, plan.m)
         return fed
 
     def score(self, artifact, bundle, seed: int) -> dict[str, Any]:
@@ -135,11 +148,14 @@ class Audit:
 
             delta = flat_weights(artifact.model).cpu() - flat_weights(bundle.new_downstream()).cpu()
             scores = update_scores(plan, delta, progress=self.progress)
+        elif self._releases is not None and self._releases.scored:
+            scores, self._releases = self._releases.scores, None
+            return {"scores": [float(s) for s in scores], "score": "releases"}
         else:
             from largefedbench.models import embed
 
             scores = text_scores(plan, artifact.texts or [], lambda t: embed(t, bundle.embedder))
-        return {"scores": [float(s) for s in scores]}
+        return {"scores": [float(s) for s in scores], "score": plan.kind}
 
     # -- after the run: the entry's section -----------------------------------------------------------------
     def section(self, results: list[dict[str, Any]], budget) -> dict[str, Any]:
@@ -152,7 +168,10 @@ class Audit:
             vals = [math.inf if v == "inf" else v for v in shots]
             mean = float(np.mean(vals))
             shot = "inf" if math.isinf(mean) else mean
-        return {"canaries": plan.m, "kind": plan.kind, "inclusion_seed": plan.seed, "score": SCORES[plan.kind],
+        used = {r["audit"].get("score", plan.kind) for r in results}
+        if len(used) != 1:
+            raise MethodError(f"the seeds' canaries were scored differently ({', '.join(sorted(used))}); re-run the audit")
+        return {"canaries": plan.m, "kind": plan.kind, "inclusion_seed": plan.seed, "score": SCORES[used.pop()],
                 "estimator": ESTIMATOR, "confidence": self.confidence, "delta": budget.delta,
                 "epsilon_lower_bound": max(s["epsilon_lower_bound"] for s in seeds), "one_shot_epsilon": shot,
                 "per_seed": seeds}

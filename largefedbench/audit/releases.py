@@ -1,0 +1,62 @@
+"""Scoring text canaries from the run's releases: every noised sum that left the federation.
+
+A synthetic-data method learns from the clients only through ``Federation.private_sum`` (PE's and PE+SFT's vote
+histograms, POPri's score sums). Each release is S = Σ clip(f(client)) + noise, where f is the method's client
+function of that release. The audit applies the same f to every canary (inserted or not) on the canary's own span
+embeddings, clips it like the federation does, and adds cos(S, clip(f(canary))) to the canary's score, release after
+release: an inserted canary's own vector is inside S, a held-out one's is not. Per release, the inner product
+⟨S, clip(f(canary))⟩ / clip² is about 1 from an inserted canary's own share, plus whatever other clients put on the
+same direction (for PE's one-hot votes: other votes for the canary's nearest sample). The score is its smallest value
+over the releases: an inserted canary keeps its share in every release it takes part in, while a held-out canary
+scores high only if others land on its direction in every release. (Measured on the tiny PE test with the noise off,
+the smallest separated inserted from held-out canaries better than the sum: bound 1.1 against 0.48.) With Poisson
+sampling an inserted canary is absent from some releases, which weakens this score: audit with full participation
+(the default of PE and POPri) or more canaries. With the noise the accountant assumes, a canary's share is buried in
+noise of scale σ·clip per coordinate; without it, it shows. This is Andrew et al.'s (ICLR 2024) random-direction score, with each canary's direction given
+by the method's own client function.
+
+Only batched client functions (vectorised over a chunk: the synthetic-data methods' votes and scores) are scored:
+running a per-client function (local training) for every canary at every release would cost a training run per
+canary; such releases are counted and skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from largefedbench.client_views import ClientStore, chunk_view
+
+SCORE = ("smallest over the run's batched releases (noised sums) of the inner product of the release with the "
+         "canary's clipped vector under that release's own client function, divided by clip²")
+
+
+class ReleaseScores:
+    """``Federation.on_release`` for text canaries: every canary's inner product with every batched release."""
+
+    def __init__(self, canaries: ClientStore, n_canaries: int) -> None:
+        self.canaries = canaries
+        self.n = int(n_canaries)
+        self.per_release: list[np.ndarray] = []  # one (m,) row per scored release
+        self.skipped = 0
+
+    @property
+    def scored(self) -> int:
+        return len(self.per_release)
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Each canary's score: the smallest over releases of ⟨release, its clipped vector⟩ / clip²."""
+        return np.min(self.per_release, axis=0) if self.per_release else np.zeros(self.n)
+
+    def __call__(self, *, client_fn: Callable[[Any], Any], clip: float, batched: bool, round_: int, fed_seed: int,
+                 noisy: Any) -> None:
+        if not batched:
+            self.skipped += 1
+            return
+        from largefedbench.federation import clip_rows
+
+        view = chunk_view(self.canaries, np.arange(len(self.canaries.ids)), round_=round_, fed_seed=fed_seed)
+        rows = clip_rows(np.asarray(client_fn(view), dtype=np.float64).reshape(len(view), -1), clip)
+        self.per_release.append(rows @ np.asarray(noisy, dtype=np.float64).reshape(-1) / clip**2)
