@@ -8,21 +8,29 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-EPILOG = """examples:
+EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; --out DIR: the board folder):
   lfb data demo                                   build the offline demo snapshot and show it
+  lfb data list                                   the snapshots under $LFB_HOME
+  lfb data info demo --json                       a snapshot's statistics
   lfb refresh --sources biorxiv --since 2024-09   scrape bioRxiv from September 2024 to today
-  lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08
-  lfb data info demo --json
-  lfb cutoffs
-  lfb methods
+  lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08 --home /data/lfb
+  lfb cutoffs                                     the LLM knowledge cutoffs a window can start after
+  lfb methods                                     the registered methods
+  lfb smoke dp-fedavg                             seconds-long check of a method before lfb eval
   lfb eval --method dp-fedavg                     offline: the demo snapshot, tiny profile, seeds 0,1,2
-  lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7
+  lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7 --out leaderboard
+  lfb audit --method dp-fedavg --epsilon 1 8      the claimed ε beside an empirical lower bound
+  lfb leaderboard validate                        check every entry under ./leaderboard/entries
+  lfb leaderboard render --out leaderboard        write the board's README.md and index.html
+  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json   re-run an entry, compare
+  lfb bench scale --clients 133000 --samples 18000   POPri's client side at paper scale
+  lfb privacy noise --epsilon 1 --delta 3e-6 --clients 10000 --per-round 1000 --steps 20
+  lfb privacy epsilon --sigma 1.1 --delta 3e-6 --sample-rate 0.01 --steps 200
 """
 
 
@@ -35,11 +43,11 @@ def cmd_data_demo(args) -> int:
     from largefedbench.data.demo import build_demo
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
-    from largefedbench.data.snapshot import root_label
-    from largefedbench.paths import check_writable_dir, snapshots_dir
+    from largefedbench.paths import check_writable_dir, lfb_home, snapshots_dir
 
-    check_writable_dir(snapshots_dir(args.out), root_label(args.out))  # before generating the records
-    result = build_demo(root=args.out, progress=not args.quiet)
+    label = f"--home {args.home}" if args.home is not None else f"LFB_HOME={lfb_home()}"
+    check_writable_dir(snapshots_dir(args.home), label)  # before generating the records
+    result = build_demo(root=args.home, progress=not args.quiet)
     info = snapshot_info(load_snapshot(result.path))
     if args.json:
         _print_json(info)
@@ -53,7 +61,7 @@ def cmd_data_demo(args) -> int:
 def cmd_data_list(args) -> int:
     from largefedbench.data.snapshot import list_snapshots
 
-    rows = list_snapshots(args.out)
+    rows = list_snapshots(args.home)
     if args.json:
         _print_json([{k: m[k] for k in ("name", "dataset", "synthetic", "window", "counts", "path", "created_at")} for m in rows])
         return 0
@@ -74,7 +82,7 @@ def cmd_data_info(args) -> int:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
 
-    info = snapshot_info(load_snapshot(args.snapshot, root=args.out))
+    info = snapshot_info(load_snapshot(args.snapshot, root=args.home))
     _print_json(info) if args.json else print(format_info(info))
     return 0
 
@@ -151,12 +159,6 @@ def cmd_refresh(args) -> int:
     from largefedbench.data.refresh import RefreshPlan, parse_sources, refresh, window_for
     from largefedbench.data.splits import SplitRatios
 
-    if args.rate_limit is not None:
-        if not (math.isfinite(args.rate_limit) and args.rate_limit > 0):
-            from largefedbench.errors import InputError
-
-            raise InputError(f"--rate-limit {args.rate_limit}: give requests per second as a finite number > 0, e.g. 1")
-        os.environ["LFB_RATE_LIMIT"] = str(args.rate_limit)
     plan = RefreshPlan(
         window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),
         sources=parse_sources(args.sources),
@@ -167,8 +169,9 @@ def cmd_refresh(args) -> int:
         base_urls=_key_values(args.base_url, "--base-url"),
         scraper_options={"biorxiv": {"server": args.biorxiv_server}},
         refresh_cache=args.refresh_cache,
+        rate_limit=args.rate_limit,
     )
-    results = refresh(plan, root=args.out, progress=not args.quiet)
+    results = refresh(plan, root=args.home, progress=not args.quiet)
     infos = [snapshot_info(load_snapshot(r.path)) for r in results]
     if args.push_to_hub:
         from largefedbench.data.hub import push_snapshot
@@ -235,7 +238,7 @@ def cmd_eval(args) -> int:
     request = EvalRequest(
         method=args.method, dataset=args.dataset or "demo", epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-        preset=args.preset, out=args.out, home=args.root, device=args.device, progress=not args.quiet,
+        preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
     )
     result = run_eval(request)
@@ -277,7 +280,7 @@ def cmd_audit(args) -> int:
         request = EvalRequest(
             method=args.method, dataset=args.dataset or "demo", epsilon=eps, delta=args.delta,
             profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-            preset=args.preset, out=args.out, home=args.root, device=args.device, progress=not args.quiet,
+            preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         )
         result = run_eval(request, log=lambda msg: print(f"lfb audit: {msg}", file=sys.stderr), audit=audit)
         results.append(result)
@@ -347,7 +350,7 @@ def cmd_leaderboard_reproduce(args) -> int:
         if board.is_file():
             raise InputError(f"--sample draws from a board folder, not one entry: pass the folder (e.g. leaderboard), "
                              f"not {board}")
-        sampled = reproduce_sample(board, args.sample, seed=args.seed, root=args.root, tolerances=tol,
+        sampled = reproduce_sample(board, args.sample, seed=args.seed, home=args.home, tolerances=tol,
                                    max_seconds=args.max_seconds, progress=not args.quiet, log=log)
         if args.json:
             _print_json({"seed": sampled.seed, "among": sampled.among, "runs": [
@@ -359,7 +362,7 @@ def cmd_leaderboard_reproduce(args) -> int:
     if args.entry is None:
         raise InputError("give an entry file to reproduce, or --sample K to re-run K random ranked entries of a board")
     start = time.perf_counter()
-    result = reproduce(args.entry, root=args.root, tolerances=tol, out=args.out, progress=not args.quiet, log=log)
+    result = reproduce(args.entry, home=args.home, tolerances=tol, out=args.out, progress=not args.quiet, log=log)
     if args.record:
         from largefedbench.leaderboard.sample import record_reproduction
 
@@ -376,7 +379,7 @@ def cmd_smoke(args) -> int:
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
-                   seed=args.seed, root=args.root, log=log)
+                   seed=args.seed, root=args.home, log=log)
     _print_json(report.to_dict()) if args.json else print(report.format())
     return 0 if report.ok else 1
 
@@ -414,7 +417,7 @@ def _add_leaderboard_parsers(sub) -> None:
                    "time would pass this many seconds in total")
     p.add_argument("--record", action="store_true", help="store ENTRY-ID.reproduced.json beside the entry (--sample "
                    "always does); `lfb leaderboard render` then marks it on the board")
-    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    _add_home(p, old="--root")
     p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
     p.add_argument("--accuracy-tolerance", type=float, default=0.005, help="absolute, on accuracies (default 0.005)")
     p.add_argument("--json", action="store_true")
@@ -431,7 +434,7 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--delta", type=float, help="δ (default 3e-6)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    _add_home(p, old="--root")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_smoke)
@@ -439,8 +442,30 @@ def _add_leaderboard_parsers(sub) -> None:
 
 
 # --- parser --------------------------------------------------------------------------------------------
+class _DeprecatedFlag(argparse.Action):
+    """An old spelling kept for one release (hidden from --help): sets the new flag's value and says so on stderr."""
+
+    def __init__(self, option_strings, dest, *, new: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"lfb: {option_string} is now {self.new} (same meaning); {option_string} goes away in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _add_home(p: argparse.ArgumentParser, *, old: str | None = None) -> None:
+    """``--home DIR`` (and the ``old`` spelling this command used for it, hidden and deprecated)."""
+    p.add_argument("--home", type=Path, default=None, metavar="DIR", help="the LargeFedBench home instead of "
+                   "$LFB_HOME: snapshots, raw downloads, model and reference caches")
+    if old:
+        p.add_argument(old, dest="home", type=Path, action=_DeprecatedFlag, new="--home", default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)
+
+
 def _add_common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-    p.add_argument("--out", type=Path, default=None, help="root folder instead of $LFB_HOME")
+    _add_home(p, old="--out")
     if json_flag:
         p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -587,9 +612,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries "
                    "with >= 3)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
-    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="leaderboard folder to write the entry under "
+    p.add_argument("--out", type=Path, default=Path("leaderboard"), help="the board folder to write the entry under "
                    "(default ./leaderboard)")
-    p.add_argument("--root", type=Path, default=None, help="root folder instead of $LFB_HOME (snapshots, model caches)")
+    _add_home(p, old="--root")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
 
 

@@ -82,9 +82,14 @@ class Scraper:
         base_url: str | None = None,
         root: Path | None = None,
         settings: HttpSettings | None = None,
+        rate_limit: float | None = None,
         refresh: bool = False,
         **options,
     ) -> "Scraper":
+        """The scraper with its HTTP client: ``root`` is the LargeFedBench home (raw cache), ``rate_limit`` the
+        requests per second when no ``settings`` are given (default ``$LFB_RATE_LIMIT`` or 1)."""
+        if settings is None and rate_limit is not None:
+            settings = HttpSettings(rate_limit=rate_limit)
         cache = RawCache(raw_cache_dir(root), cls.source)
         client = HttpClient(cls.source, cls.base_url(base_url), cache, settings, secrets=cls.secrets(),
                             url_env=cls.url_env)

@@ -278,7 +278,7 @@ class HttpClient:
                 self.sleep(delay)
         raise SourceError(
             f"{shown}: {problem} after {self.settings.max_attempts} attempts. Records fetched so far are kept; "
-            f"run the same refresh again to resume, lower the rate (LFB_RATE_LIMIT) or check the network."
+            f"run the same refresh again to resume, lower the rate (--rate-limit or LFB_RATE_LIMIT) or check the network."
         )
 
     def _attempt(

@@ -5,7 +5,8 @@ Facts this client relies on (``shared/reference/sources.md`` §2, the usgpo/api 
 - every request needs an api.data.gov key; it is read from ``GOVINFO_API_KEY`` (``DEMO_KEY`` otherwise, with a
   warning: about 30 requests an hour and 50 a day per IP) and sent only as the ``X-Api-Key`` header, so it
   never appears in a URL, a cache file name, a manifest, a log line or an error message. api.data.gov allows
-  1,000 requests an hour per key: unless ``LFB_RATE_LIMIT`` is set, the client paces itself to that limit;
+  1,000 requests an hour per key: unless a rate limit is given (``--rate-limit``, ``$LFB_RATE_LIMIT``), the client
+  paces itself to that limit;
 - ``GET /published/{from}/{to}?collection=CREC&offsetMark=*&pageSize=N`` lists the daily packages issued in
   the range as ``{"count", "message", "nextPage", "previousPage", "packages": [{"packageId": "CREC-YYYY-MM-DD",
   "lastModified", "packageLink", ...}]}``; ``nextPage`` is an absolute URL carrying the next ``offsetMark`` (or,
@@ -470,8 +471,10 @@ class UsCongressScraper(Scraper):
         return {"api_key": api_key()[0]}
 
     @classmethod
-    def create(cls, *, settings: HttpSettings | None = None, **kwargs) -> "UsCongressScraper":
-        """As :meth:`Scraper.create`, pacing requests to the key's hourly limit unless told otherwise."""
+    def create(cls, *, settings: HttpSettings | None = None, rate_limit: float | None = None,
+               **kwargs) -> "UsCongressScraper":
+        """As :meth:`Scraper.create`, pacing requests to the key's hourly limit unless a ``rate_limit`` (or
+        ``$LFB_RATE_LIMIT``) says otherwise."""
         _, demo = api_key()
         if demo:
             log.warning(
@@ -479,11 +482,10 @@ class UsCongressScraper(Scraper):
                 "per IP (a month of the Record needs thousands). Get a free key at https://api.data.gov/signup/ "
                 "and set %s.", KEY_ENV, KEY_ENV,
             )
-        if settings is None:
+        if settings is None and rate_limit is None:
             explicit = "LFB_RATE_LIMIT" in os.environ
-            limit = HOURLY_LIMIT["demo" if demo else "key"] / 3600.0
-            settings = HttpSettings(rate_limit=default_rate_limit() if explicit else limit)
-        return super().create(settings=settings, **kwargs)
+            rate_limit = default_rate_limit() if explicit else HOURLY_LIMIT["demo" if demo else "key"] / 3600.0
+        return super().create(settings=settings, rate_limit=rate_limit, **kwargs)
 
     # -- requests -----------------------------------------------------------------------------------
     def _get(self, path: str, parse: Callable[[bytes], T], params: dict[str, Any] | None = None, *,

@@ -41,11 +41,81 @@ def test_data_demo_list_and_info_json(lfb_home):
     assert "demo" in lfb("data", "list").stdout
 
 
-def test_out_writes_elsewhere(tmp_path, lfb_home):
-    out = lfb("data", "demo", "--quiet", "--out", str(tmp_path / "elsewhere"))
+def test_home_writes_elsewhere_and_the_old_out_still_does_with_a_note(tmp_path, lfb_home):
+    out = lfb("data", "demo", "--quiet", "--home", str(tmp_path / "elsewhere"))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "elsewhere" / "snapshots" / "demo" / "manifest.json").is_file()
     assert not (lfb_home / "snapshots").exists()
+    old = lfb("data", "list", "--out", str(tmp_path / "elsewhere"))  # the spelling of the previous release
+    assert old.returncode == 0 and "demo" in old.stdout, old.stderr
+    assert old.stderr == "lfb: --out is now --home (same meaning); --out goes away in the next release\n"
+
+
+@pytest.mark.parametrize("argv, old", [
+    (["eval", "--method", "public"], "--root"),
+    (["audit", "--method", "dp-fedavg"], "--root"),
+    (["smoke", "dp-fedavg"], "--root"),
+    (["leaderboard", "reproduce", "e.json"], "--root"),
+    (["refresh", "--since", "2024-09"], "--out"),
+    (["data", "info", "demo"], "--out"),
+])
+def test_old_spellings_of_home_are_hidden_aliases_that_say_so(argv, old, capsys):
+    from largefedbench.cli import build_parser
+
+    assert build_parser().parse_args([*argv, old, "/x/lfb"]).home == Path("/x/lfb")
+    assert capsys.readouterr().err == f"lfb: {old} is now --home (same meaning); {old} goes away in the next release\n"
+    assert build_parser().parse_args([*argv, "--home", "/y"]).home == Path("/y") and not capsys.readouterr().err
+    sub = build_parser()._subparsers._group_actions[0].choices[argv[0]]
+    if argv[0] in ("data", "leaderboard"):
+        sub = sub._subparsers._group_actions[0].choices[argv[1]]
+    assert old not in sub.format_help() and "--home DIR" in sub.format_help()
+
+
+def test_out_is_the_board_folder_wherever_it_is_taken():
+    from largefedbench.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["eval", "--method", "public"], ["audit", "--method", "dp-fedavg"], ["leaderboard", "render"],
+                 ["leaderboard", "reproduce", "e.json"]):
+        args = parser.parse_args([*argv, "--out", "board"])
+        assert args.out == Path("board") and getattr(args, "home", None) is None, argv
+
+
+def test_the_rate_limit_reaches_the_scrapers_as_a_parameter(monkeypatch, capsys):
+    from largefedbench.cli import main
+    from largefedbench.errors import SourceError
+    from largefedbench.scrapers.biorxiv import BiorxivScraper
+
+    seen = {}
+
+    def create(cls, **kwargs):
+        seen.update(kwargs)
+        raise SourceError("stopped by the test before any request")
+
+    monkeypatch.setattr(BiorxivScraper, "create", classmethod(create))
+    monkeypatch.delenv("LFB_RATE_LIMIT")
+    assert main(["refresh", "--since", "2024-09", "--sources", "biorxiv", "--rate-limit", "3", "--quiet"]) == 2
+    assert "stopped by the test" in capsys.readouterr().err
+    assert seen["rate_limit"] == 3.0 and "LFB_RATE_LIMIT" not in os.environ  # a parameter, not the environment
+
+
+def test_help_ends_with_an_example_of_every_command():
+    from largefedbench.cli import EPILOG, build_parser
+
+    def commands(parser, prefix=()):
+        subs = parser._subparsers
+        if subs is None:
+            yield prefix
+            return
+        for name, sub in subs._group_actions[0].choices.items():
+            yield from commands(sub, (*prefix, name))
+
+    examples = [line.split() for line in EPILOG.splitlines() if line.startswith("  lfb ")]
+    every = list(commands(build_parser()))
+    assert len(every) >= 15
+    for command in every:
+        assert any(tuple(words[1:1 + len(command)]) == command for words in examples), f"no example of lfb {' '.join(command)}"
+    assert EPILOG in lfb("--help").stdout
 
 
 def test_cutoffs_lists_the_registry():
@@ -151,8 +221,8 @@ def test_eval_bad_input_is_refused_before_any_work(args, message, lfb_home):
 def test_out_pointing_at_a_file_is_refused_before_any_work(lfb_home, tmp_path):
     file = tmp_path / "a-file"
     file.write_text("x")
-    for out in (_eval(board=file), lfb("data", "demo", "--quiet", "--out", str(file)),
-                lfb("refresh", "--since", "2024-09", "--sources", "biorxiv", "--out", str(file / "sub"),
+    for out in (_eval(board=file), lfb("data", "demo", "--quiet", "--home", str(file)),
+                lfb("refresh", "--since", "2024-09", "--sources", "biorxiv", "--home", str(file / "sub"),
                     env={"LFB_BIORXIV_URL": refused_url()})):
         assert out.returncode == 2 and "is a file, not a folder" in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (lfb_home / "snapshots").exists() and not (lfb_home / "models").exists()

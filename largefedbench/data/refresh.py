@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import logging
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,13 @@ class RefreshPlan:
     base_urls: dict[str, str] = field(default_factory=dict)
     scraper_options: dict[str, dict] = field(default_factory=dict)
     refresh_cache: bool = False
+    #: requests per second per source; None: $LFB_RATE_LIMIT, else 1 (GovInfo: its key's hourly limit)
+    rate_limit: float | None = None
 
 
 def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = True) -> list[BuildResult]:
-    """Fetch every source of the plan, then write one snapshot per dataset."""
+    """Fetch every source of the plan, then write one snapshot per dataset under the LargeFedBench home ``root``
+    (default ``$LFB_HOME``)."""
     from largefedbench.data.spans import get_span_tokenizer
     from largefedbench.scrapers.cleaning import CLEANING_VERSION
 
@@ -121,9 +125,11 @@ def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = Tru
     if plan.name and len(datasets) > 1:
         raise InputError("--name names one snapshot, but these sources build several datasets; pass --sources too")
     check_base_urls(plan.base_urls)
+    if plan.rate_limit is not None and not (math.isfinite(plan.rate_limit) and plan.rate_limit > 0):
+        raise InputError(f"--rate-limit {plan.rate_limit}: give requests per second as a finite number > 0, e.g. 1")
     if plan.name is not None:
         check_snapshot_name(plan.name)
-    check_writable_dir(root or lfb_home(), f"--out {root}" if root else f"LFB_HOME={lfb_home()}")
+    check_writable_dir(root or lfb_home(), f"--home {root}" if root else f"LFB_HOME={lfb_home()}")
 
     results = []
     for dataset, sources in datasets.items():
@@ -132,8 +138,8 @@ def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = Tru
         for source in sources:
             cls = scraper_class(source)
             scraper = cls.create(
-                base_url=plan.base_urls.get(source), root=root, refresh=plan.refresh_cache,
-                **plan.scraper_options.get(source, {}),
+                base_url=plan.base_urls.get(source), root=root, rate_limit=plan.rate_limit,
+                refresh=plan.refresh_cache, **plan.scraper_options.get(source, {}),
             )
             log.info("fetching %s from %s", source, scraper.client.base_url)
             got, why = scraper.fetch(plan.window, progress=progress)

@@ -153,10 +153,11 @@ def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> l
     return out
 
 
-def reproduce(path: Path, *, root: Path | None = None, tolerances: Tolerances = Tolerances(),
+def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
               out: Path | None = None, progress: bool = False,
               log: Callable[[str], None] | None = None) -> ReproduceResult:
-    """Re-run the entry at ``path`` and compare; raises :class:`InputError` if the entry is not valid."""
+    """Re-run the entry at ``path`` (snapshots and caches from the LargeFedBench ``home``, default ``$LFB_HOME``)
+    and compare; raises :class:`InputError` if the entry is not valid."""
     from largefedbench.harness import run_eval
 
     path = Path(path)
@@ -168,7 +169,7 @@ def reproduce(path: Path, *, root: Path | None = None, tolerances: Tolerances = 
     result = ReproduceResult(entry.entry_id)
     with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp:
         board = Path(out) if out is not None else Path(tmp)
-        request = _prepare(entry, board, root, progress, result.notes)
+        request = _prepare(entry, board, home, progress, result.notes)
         again = run_eval(request, log=log or (lambda msg: None))
         if out is not None:
             result.reproduced_path = again.path

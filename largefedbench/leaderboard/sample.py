@@ -77,7 +77,7 @@ def draw(reports: list[EntryReport], k: int, seed: int) -> list[EntryReport]:
     return sorted(chosen, key=lambda r: (r.entry.costs.wall_seconds, r.entry.entry_id))
 
 
-def reproduce_sample(board: Path, k: int, *, seed: int | None = None, root: Path | None = None,
+def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path | None = None,
                      tolerances: Tolerances = Tolerances(), max_seconds: float | None = None, render: bool = True,
                      runner: Callable[..., Any] | None = None, progress: bool = False,
                      log: Callable[[str], None] | None = None) -> SampleResult:
@@ -108,7 +108,7 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, root: Path
         log(f"re-running {entry.entry_id} (recorded {entry.costs.wall_seconds:.0f} s)")
         t0 = time.perf_counter()
         try:
-            run.result = runner(report.path, root=root, tolerances=tolerances, progress=progress, log=log)
+            run.result = runner(report.path, home=home, tolerances=tolerances, progress=progress, log=log)
         except LfbError as exc:
             run.skipped = f"the re-run could not be made: {exc}"
             continue

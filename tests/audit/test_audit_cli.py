@@ -17,5 +17,5 @@ def test_bad_audit_settings(args, message, capsys):
 
 
 def test_references_cannot_be_audited(shared_root, capsys):
-    assert main(["audit", "--method", "public", "--root", str(shared_root), "--quiet"]) == 2
+    assert main(["audit", "--method", "public", "--home", str(shared_root), "--quiet"]) == 2
     assert "is a reference" in capsys.readouterr().err

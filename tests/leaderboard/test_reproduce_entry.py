@@ -20,7 +20,7 @@ from .entry_variants import save, shift_accuracy
 
 def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, tmp_path):
     _fd, _bundle, root = tiny
-    result = reproduce(produced.path, root=root)
+    result = reproduce(produced.path, home=root)
     assert result.ok, result.format()
     names = {c.metric for c in result.comparisons}
     assert {"ε, seed 0", "next_token_accuracy.top1, seed 0", "gap_closed, seed 0", "fid, seed 0"} <= names
@@ -45,7 +45,7 @@ def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, 
                     artifacts_from=produced.path.parent)
     scratch = tmp_path / "scratch"
     shutil.copytree(produced.path.parents[3] / ".runs", scratch / ".runs")
-    code = main(["leaderboard", "reproduce", str(doctored), "--root", str(root), "--out", str(scratch), "--quiet",
+    code = main(["leaderboard", "reproduce", str(doctored), "--home", str(root), "--out", str(scratch), "--quiet",
                  "--record"])
     out = capsys.readouterr().out
     assert code == 1, out

@@ -345,8 +345,10 @@ def test_default_pace_follows_the_hourly_limit_unless_a_rate_is_set(monkeypatch)
     assert UsCongressScraper.create().client.settings.rate_limit == pytest.approx(1000 / 3600)
     monkeypatch.delenv("GOVINFO_API_KEY")
     assert UsCongressScraper.create().client.settings.rate_limit == pytest.approx(30 / 3600)
+    assert UsCongressScraper.create(rate_limit=0.5).client.settings.rate_limit == 0.5  # --rate-limit
     monkeypatch.setenv("LFB_RATE_LIMIT", "2")
     assert UsCongressScraper.create().client.settings.rate_limit == 2.0
+    assert UsCongressScraper.create(rate_limit=0.5).client.settings.rate_limit == 0.5  # the flag wins over the env
 
 
 def test_records_outside_the_window_are_not_returned_nor_fetched():
