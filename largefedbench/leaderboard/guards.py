@@ -2,7 +2,10 @@
 
 The Federation's public API enforces the rest: nothing public returns per-client rows (client data leaves only as
 ``private_sum``'s noised sums), so the one thing left to watch is a method reaching around it through the
-federation's private attributes (``fed._clients``, ``fed._embeddings``) or the snapshot.
+federation's private attributes (``fed._clients``, ``fed._embeddings``, ``fed._store`` and the client store's
+attributes, e.g. ``fed._store.spans``) or the snapshot. Reads by the federation, its client views and executors
+(``private_sum``'s chunks, locally or on Ray workers) are the legitimate ones; client functions see their own
+clients through the views they are given.
 
 They catch the accidental leak (a method that reads ``fed._clients`` directly, or the test clients through the
 snapshot), not a determined adversary: entries are also reviewed and can be re-run with
@@ -18,8 +21,10 @@ from largefedbench.errors import MethodError
 
 #: the federation module, which reads the private train clients …
 FEDERATION_MODULE = "largefedbench.federation"
-#: … and the modules allowed to: the federation and its client views (``Federation.private_sum``'s chunks)
-PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views")
+#: … and the modules allowed to: the federation, its client views and executors (``Federation.private_sum``'s chunks)
+PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views", "largefedbench.executors")
+#: the federation's attributes that hold the private clients
+PRIVATE_ATTRIBUTES = ("_clients", "_embeddings", "_store")
 #: splits a method may never read from the snapshot it is given (train: only through the federation)
 HIDDEN_SPLITS = ("train", "test")
 
@@ -33,17 +38,17 @@ class _Watched:
         object.__setattr__(self, "_violations", violations)
 
     def _guard(self, name: str, depth: int = 2) -> None:
-        caller = sys._getframe(depth).f_globals.get("__name__", "?")
-        if caller not in PRIVATE_READERS:
-            message = (f"{caller} read {self._what}.{name} directly; private client data must be reached only "
-                       f"through the Federation's one door (fed.private_sum: client functions get "
-                       f"each client's own view)")
-            self._violations.append(message)
-            raise MethodError(message)
+        _refuse_outside_readers(f"{self._what}.{name}", self._violations, depth + 1)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # protocol lookups (pickle, copy), not data
+            raise AttributeError(name)
         self._guard(name)
         return getattr(self._target, name)
+
+    def __reduce__(self) -> tuple:
+        # shipped to a Ray worker still watched; what the worker records stays there (it runs library code only)
+        return _Watched, (self._target, self._what, [])
 
     def __len__(self) -> int:
         self._guard("__len__")
@@ -58,9 +63,38 @@ class _Watched:
         return self._target[key]
 
 
+def _refuse_outside_readers(what: str, violations: list[str], depth: int) -> None:
+    """Record and refuse a read of ``what`` by the code ``depth`` frames up unless it is one of PRIVATE_READERS."""
+    caller = sys._getframe(depth).f_globals.get("__name__", "?")
+    if caller not in PRIVATE_READERS:
+        message = (f"{caller} read {what} directly; private client data must be reached only through the "
+                   f"Federation's one door (fed.private_sum: client functions get each client's own view)")
+        violations.append(message)
+        raise MethodError(message)
+
+
 def watched_private(target: Any, what: str, violations: list[str]) -> Any:
-    """``target`` (a client split or span embeddings) readable by the federation module only."""
+    """``target`` (a client split, span embeddings or the client store) readable by PRIVATE_READERS only."""
     return _Watched(target, what, violations)
+
+
+class _WatchedFederation:
+    """Put in front of a federation's class by :func:`watch_federation`: its PRIVATE_ATTRIBUTES are readable by
+    PRIVATE_READERS only."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in PRIVATE_ATTRIBUTES:
+            _refuse_outside_readers(f"fed.{name}", object.__getattribute__(self, "_watch_violations"), 2)
+        return super().__getattribute__(name)
+
+
+def watch_federation(fed: Any, violations: list[str]) -> Any:
+    """``fed`` (built on watched clients and embeddings) with its client store watched too and its private
+    attributes readable by PRIVATE_READERS only; every refused read is appended to ``violations``."""
+    fed._store = watched_private(fed._store, "fed._store", violations)
+    fed._watch_violations = violations
+    fed.__class__ = type(f"Watched{type(fed).__name__}", (_WatchedFederation, type(fed)), {})
+    return fed
 
 
 class WatchedSnapshot:

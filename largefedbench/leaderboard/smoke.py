@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from largefedbench.leaderboard.check_privacy import BUDGET_SLACK
-from largefedbench.leaderboard.guards import WatchedSnapshot, watched_private
+from largefedbench.leaderboard.guards import WatchedSnapshot, watch_federation, watched_private
 from largefedbench.leaderboard.schema import is_safe_id
 
 #: two runs with one seed agree if model weights differ by at most this (texts, ledgers, costs: exactly)
@@ -107,7 +107,8 @@ def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path) -> _Run:
         vectors = bundle.span_embeddings(fd, "train", progress=False)
         offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
         embeddings = watched_private(SpanEmbeddings(vectors, offsets), "fed._embeddings", run.violations)
-    fed = Federation(watched_private(fd.train, "fed._clients", run.violations), seed=seed, embeddings=embeddings)
+    fed = watch_federation(Federation(watched_private(fd.train, "fed._clients", run.violations), seed=seed,
+                                      embeddings=embeddings), run.violations)
     public = PublicResources(
         fd=WatchedSnapshot(fd, run.violations), models=bundle, seed=seed, run_dir=run_dir, progress=False,
         validation_accuracy=lambda m: evaluator.accuracy(m, evaluator.validation_texts),

@@ -45,6 +45,17 @@ class Peeker(_Base):
         return Artifact.synthetic(fed._clients.all_spans()[:20])
 
 
+class StorePeeker(_Base):
+    """Reads client spans through the federation's client store (the store private_sum's chunks read) in method code."""
+
+    name = "store-peeker"
+
+    def train(self, fed, public, cfg, budget) -> Artifact:
+        self.release(fed, budget, cfg.rate)
+        spans = fed._store.spans(np.arange(5))
+        return Artifact.synthetic([s for client in spans for s in client][:20] or public.public_texts()[:20])
+
+
 class TestPeeker(_Base):
     """Looks at the test clients through the snapshot (and hides the error it gets)."""
 

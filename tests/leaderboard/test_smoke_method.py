@@ -37,7 +37,8 @@ def test_lfb_methods_lists_the_plugin_by_its_distribution(example_plugin, capsys
 @pytest.mark.parametrize(
     "cls, check, message",
     [
-        ("Peeker", "private-data", "read fed._clients.all_spans directly"),
+        ("Peeker", "private-data", "read fed._clients directly"),
+        ("StorePeeker", "private-data", "read fed._store directly"),
         ("TestPeeker", "private-data", "read the test split"),
         ("Silent", "ledger", "empty: the method released nothing"),
         ("Greedy", "ledger", "> target 1"),
