@@ -10,8 +10,8 @@ module: executors add chunk sums, the federation adds the mechanism's noise.
   vectorised over clients (it must not mix clients).
 
 Views load spans and metadata lazily (an embeddings-only computation never reads texts). Client-side randomness
-comes from ``view.rng()``: seeded by the federation seed, the round and the client id, so it is the same whatever
-executor or chunking runs the client.
+comes from ``view.rng()`` (``chunk.rng(i)``): seeded by the federation seed, the round and the client id (and an
+optional stream, for independent uses), so it is the same whatever executor or chunking runs the client.
 """
 
 from __future__ import annotations
@@ -33,6 +33,61 @@ def client_seed(fed_seed: int, round_: int, client_id: str) -> int:
     """The seed of a client's own randomness in a round (stable across processes and executors)."""
     digest = hashlib.blake2b(f"{fed_seed}/{round_}/{client_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
+
+
+def _client_rng(seed: int, stream: tuple[int, ...]) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, *map(int, stream)]) if stream else seed)
+
+
+class RowBlocks:
+    """A ``(n, d)`` matrix held as consecutive blocks of rows (e.g. each block an object in Ray's object store, read
+    zero-copy): span embeddings built and shipped in pieces, never as one array. Reads like an array of rows:
+    ``len``, ``shape``, ``dtype``, a slice of rows (a view inside one block, a copy across blocks) or an array of row
+    indices. ``refs`` (one per block) and ``holder`` are the executor's handles on the blocks, if it staged them."""
+
+    def __init__(self, blocks: Sequence[np.ndarray], *, refs: Sequence[Any] | None = None, holder: Any = None) -> None:
+        if not blocks:
+            raise InputError("RowBlocks needs at least one block of rows")
+        if len({(b.shape[1:], b.dtype) for b in blocks}) != 1:
+            raise InputError("every block of rows must have the same row shape and dtype")
+        self.blocks = list(blocks)
+        self.refs, self.holder = (list(refs) if refs is not None else None), holder
+        self.starts = np.concatenate([[0], np.cumsum([len(b) for b in self.blocks])]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self), *self.blocks[0].shape[1:])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.blocks[0].dtype
+
+    def covering(self, lo: int, hi: int) -> range:
+        """The blocks holding rows ``lo:hi``."""
+        if hi <= lo:
+            return range(0)
+        first = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        return range(first, int(np.searchsorted(self.starts, hi, side="left")))
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(len(self))
+            if step != 1:
+                raise InputError("RowBlocks takes slices of consecutive rows only")
+            parts = [self.blocks[b][max(lo - self.starts[b], 0) : hi - self.starts[b]] for b in self.covering(lo, hi)]
+            if not parts:
+                return self.blocks[0][:0]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        rows = np.asarray(key, dtype=np.int64)
+        out = np.empty((len(rows), *self.shape[1:]), dtype=self.dtype)
+        block = np.searchsorted(self.starts, rows, side="right") - 1
+        for b in np.unique(block):
+            mine = block == b
+            out[mine] = self.blocks[b][rows[mine] - self.starts[b]]
+        return out
 
 
 class ClientStore:
@@ -58,12 +113,45 @@ class ClientStore:
             raise InputError("this federation was built without span embeddings; pass embeddings= to Federation to "
                              "give client functions their cached span embeddings")
         off, vectors = self.embeddings.offsets, self.embeddings.vectors
-        counts = off[indices + 1] - off[indices]
+        counts = self.span_counts(indices)
         owner = np.repeat(np.arange(len(indices)), counts)
-        if len(indices) and np.all(np.diff(indices) == 1):  # consecutive clients: a view, no copy
-            return vectors[off[indices[0]] : off[indices[-1] + 1]], owner
+        rows = self.row_range(indices)
+        if rows is not None:  # consecutive clients: a view, no copy
+            return vectors[rows[0] : rows[1]], owner
         starts = np.repeat(off[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
         return vectors[starts + np.arange(len(owner))], owner
+
+    def span_counts(self, indices: np.ndarray) -> np.ndarray:
+        """How many span-embedding rows each of the clients ``indices`` owns."""
+        off = self.embeddings.offsets
+        return off[indices + 1] - off[indices]
+
+    def row_range(self, indices: np.ndarray) -> tuple[int, int] | None:
+        """The span-embedding rows ``lo:hi`` of the clients ``indices`` if they are consecutive (else None)."""
+        if not len(indices) or np.any(np.diff(indices) != 1):
+            return None
+        off = self.embeddings.offsets
+        return int(off[indices[0]]), int(off[indices[-1] + 1])
+
+    def without_embeddings(self) -> ClientStore:
+        """The clients alone (spans and metadata, read lazily): what an executor ships once per federation."""
+        return ClientStore(self.clients)
+
+
+class ChunkStore(ClientStore):
+    """One chunk's part of a :class:`ClientStore`, as a remote worker gets it: the clients (shipped once per
+    federation) and the span-embedding rows of the chunk's clients (shipped with the chunk)."""
+
+    def __init__(self, clients: ClientStore, indices: np.ndarray, rows: tuple[np.ndarray, np.ndarray] | None) -> None:
+        self.clients, self.ids, self.embeddings = clients.clients, clients.ids, None
+        self._indices, self._rows = np.asarray(indices), rows
+
+    def embedding_rows(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._rows is None:
+            return super().embedding_rows(indices)  # no embeddings: the same error as the federation's store
+        if not np.array_equal(indices, self._indices):
+            raise InputError("a chunk's store holds the span embeddings of that chunk's clients only")
+        return self._rows
 
 
 class _Lazy:
@@ -110,9 +198,10 @@ class ClientView:
         lo, hi = np.searchsorted(owner, [self._pos, self._pos + 1])
         return vectors[lo:hi]
 
-    def rng(self) -> np.random.Generator:
-        """This client's own randomness for this round (seeded by federation seed, round and client id)."""
-        return np.random.default_rng(self.seed)
+    def rng(self, *stream: int) -> np.random.Generator:
+        """This client's own randomness for this round (seeded by federation seed, round and client id); ``stream``
+        (integers) gives independent generators for independent uses."""
+        return _client_rng(self.seed, stream)
 
 
 @dataclass(frozen=True)
@@ -145,9 +234,9 @@ class ChunkView:
         """``(n_spans,)``: the chunk-local client (0 … len-1) of each embedding row, non-decreasing."""
         return self._lazy.embeddings[1]
 
-    def rng(self, i: int) -> np.random.Generator:
-        """Client ``i``'s own randomness for this round."""
-        return np.random.default_rng(self.seeds[i])
+    def rng(self, i: int, *stream: int) -> np.random.Generator:
+        """Client ``i``'s own randomness for this round (and ``stream``, as :meth:`ClientView.rng`)."""
+        return _client_rng(self.seeds[i], stream)
 
     def clients(self) -> list[ClientView]:
         return [ClientView(cid, self.round, s, self._lazy, i) for i, (cid, s) in enumerate(zip(self.ids, self.seeds))]

@@ -16,7 +16,8 @@ Two implementations give the same Δ (to float rounding):
   being computed), so the result equals the loop.
 
 Dropout is off (the model stays in eval mode) so local training is deterministic and vmap-able; the batch order
-of each client comes from a generator the caller seeds (per round), so results are reproducible per seed.
+of each client comes from its own generator (inside ``fed.private_sum``: ``chunk.rng(i)``, seeded by the federation
+seed, the round and the client id), so a client's Δ does not depend on the executor or on how the cohort is chunked.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from torch.nn.utils import parameters_to_vector
 
 from largefedbench.errors import InputError, MethodError
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
+from largefedbench.synthetic.dp_finetune import per_client
 from largefedbench.synthetic.rounds import record_unreleased
 
 __all__ = [
@@ -94,19 +96,22 @@ def load_flat_weights(model: torch.nn.Module, vector: torch.Tensor) -> torch.nn.
 
 
 # -- the clients' batches ---------------------------------------------------------------------------------
-def client_batches(tokenizer, spans_per_client: Sequence[Sequence[str]], local: LocalSGD,
-                   rng: np.random.Generator) -> ClientBatches:
+Rngs = np.random.Generator | Sequence[np.random.Generator]
+
+
+def client_batches(tokenizer, spans_per_client: Sequence[Sequence[str]], local: LocalSGD, rng: Rngs) -> ClientBatches:
     """Each client's local steps: per local epoch its sequences reshuffled and cut into batches, capped at
-    ``local.max_steps``. One ``rng`` draw per client per epoch, in cohort order."""
+    ``local.max_steps``. One draw per client per epoch from that client's generator (``rng``: one per client, or
+    one shared, drawn in cohort order)."""
     counts = [len(s) for s in spans_per_client]
     flat = lm_sequences(tokenizer, [s for spans in spans_per_client for s in spans], local.max_len)
     out: ClientBatches = []
     start = 0
-    for n in counts:
+    for n, own in zip(counts, per_client(rng, len(counts))):
         seqs, start = flat[start : start + n], start + n
         steps: list[list[list[int]]] = []
         for _ in range(local.epochs if n else 0):
-            order = rng.permutation(n)
+            order = own.permutation(n)
             steps.extend([seqs[i] for i in order[b : b + local.batch_size]] for b in range(0, n, local.batch_size))
         out.append(steps[: local.max_steps] if local.max_steps is not None else steps)
     return out
@@ -225,9 +230,9 @@ class CohortTrainer:
         self._functional = _FunctionalLM(model) if local.vectorize else None
         self._model = None if local.vectorize else copy.deepcopy(model).eval()
 
-    def __call__(self, weights: torch.Tensor, spans_per_client: Sequence[Sequence[str]],
-                 rng: np.random.Generator) -> torch.Tensor:
-        """Every client's Δ = local − ``weights`` after local SGD on its spans: (n_clients, n_params)."""
+    def __call__(self, weights: torch.Tensor, spans_per_client: Sequence[Sequence[str]], rng: Rngs) -> torch.Tensor:
+        """Every client's Δ = local − ``weights`` after local SGD on its spans (batch order from ``rng``: one
+        generator per client, or one shared): (n_clients, n_params)."""
         batches = client_batches(self.tokenizer, spans_per_client, self.local, rng)
         if self._functional is not None:
             load_flat_weights(self._functional.model, weights)
@@ -261,16 +266,15 @@ class UpdateNormTally:
 class CohortUpdate:
     """The batched client function of DP-FedAvg and DP-FTRL for ``fed.private_sum(…, batched=True)``: every client
     of a chunk runs local SGD from ``weights`` on its own spans and returns Δ; ``tally`` (optional) accumulates the
-    raw update norms. The batch order comes from ``rng``, consumed client after client in cohort order (chunks run
-    in order on the ``local`` executor), as the round's earlier per-cohort call did."""
+    raw update norms. Each client's batch order comes from its own generator (``chunk.rng(i)``: federation seed,
+    round, client id), so the sum is the same on every executor and for every chunking."""
 
     trainer: CohortTrainer
     weights: torch.Tensor
-    rng: np.random.Generator
     tally: UpdateNormTally | None = None
 
     def __call__(self, chunk: Any) -> torch.Tensor:
-        updates = self.trainer(self.weights, chunk.spans, self.rng)
+        updates = self.trainer(self.weights, chunk.spans, [chunk.rng(i) for i in range(len(chunk))])
         if self.tally is not None:
             self.tally.add(updates)
         return updates

@@ -115,11 +115,10 @@ class DPFedAvg(Method):
 
         for r in run.rounds_left():
             cohort = fed.sample(q)
-            rng = public.rng(r)  # the clients' local batch order in round r
             tally = UpdateNormTally(cfg.clip) if cfg.record_update_norms else None
             row = cohort_fields(cohort, n)  # the expected cohort size: the exact Poisson count is not released
             # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
-            noisy = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, rng, tally), clip=cfg.clip,
+            noisy = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, tally), clip=cfg.clip,
                                           mechanism=Gaussian(sigma), chunk_clients=cfg.chunk_clients, public=public,
                                           round_=r)
             weights = weights + cfg.server_lr * noisy.to(weights) / (q * n)

@@ -139,12 +139,11 @@ class DPFTRL(Method):
                 epoch_rng = fed.state_dict()["rng"]
                 cohorts, tree, theta0, buffer = fed.epoch(per_round), TreePrefixSum(rounds_per_epoch), weights, None
             cohort = cohorts[j].start()
-            rng = public.rng(r)  # the clients' local batch order in round r
             tally = UpdateNormTally(cfg.clip) if cfg.record_update_norms else None
             # the cohort size is fixed by the design (B clients of a shuffled epoch), a public count
             row = {"cohort_size": len(cohort), "epoch": (r - 1) // rounds_per_epoch + 1}
             # clip-and-sum chunk by chunk; the tree adds its node noises to the running sum of the epoch
-            prefix = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, rng, tally), clip=cfg.clip,
+            prefix = private_cohort_update(fed, cohort, CohortUpdate(trainer, weights, tally), clip=cfg.clip,
                                            mechanism=TreeAggregation(sigma, tree), chunk_clients=cfg.chunk_clients,
                                            public=public, round_=r)
             weights, buffer = ftrl_weights(theta0, buffer, prefix.to(weights), lr=cfg.server_lr,

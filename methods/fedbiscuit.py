@@ -61,6 +61,7 @@ from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.dp_finetune import (
+    CHUNK_CLIENTS,
     AdapterVector,
     DPFedAvg,
     local_updates,
@@ -74,8 +75,8 @@ from largefedbench.synthetic.rounds import cohort_fields, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",
-           "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step", "majority_vote",
-           "preference_scores", "private_grouping"]
+           "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step",
+           "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
     ("user-level DP added (the paper has none): clipped selector updates through noisy_sum with Poisson cohorts, and "
@@ -233,6 +234,15 @@ def client_preferences(span_vectors: np.ndarray, owner: np.ndarray, n_clients: i
     return (sim_b > sim_a).astype(np.int64)
 
 
+def own_pairs(chunk, position: dict[str, int], pool: PairPool, n_pairs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Client side: the chunk clients' own ``n_pairs`` pool pairs (train part first, validation last; seeded by the
+    run seed and each client's public position in the federation) and their labels from their own span embeddings."""
+    pairs = client_pair_indices(np.asarray([position[c] for c in chunk.ids], dtype=np.int64), len(pool), n_pairs, seed)
+    if len(chunk) == 0:
+        return pairs, pairs
+    return pairs, client_preferences(chunk.embeddings, chunk.owner, len(chunk), pool, pairs)
+
+
 # -- the selector -------------------------------------------------------------------------------------------
 class SelectorTask:
     """Token ids of the selector prompt for pool pairs in both orders, its loss and its log-odds."""
@@ -289,6 +299,46 @@ class SelectorTask:
         ab = self.log_odds(model, [self.ab[p] for p in pairs], batch_size)
         ba = self.log_odds(model, [self.ba[p] for p in pairs], batch_size)
         return (ab - ba) / 2
+
+
+@dataclass
+class SelectorUpdate:
+    """The client function of a selector round (``fed.private_sum``, batched): every client of a chunk labels its own
+    training pairs from its own span embeddings (:func:`own_pairs`), trains its selector from the broadcast
+    ``weights`` with local AdamW and puts Δ in that selector's slot (one slot per selector of ``slots``). Each client's
+    batch order comes from its own generator (``chunk.rng(i, 0x5E1)``: federation seed, round, client id), so neither
+    the executor nor the chunking changes the sum."""
+
+    adapter: AdapterVector
+    task: SelectorTask
+    pool: PairPool
+    settings: DPFedAvg
+    weights: list[torch.Tensor]  # the broadcast selectors
+    slots: list[int]  # the selectors trained this round, one slot each
+    selector_of: dict[str, int]  # public: each cohort client's selector
+    position: dict[str, int]  # public: each cohort client's place in the federation (seeds its pairs)
+    train_pairs: int
+    n_pairs: int  # train + validation pairs per client
+    seed: int
+
+    def __call__(self, chunk) -> torch.Tensor:
+        d = self.adapter.numel
+        out = torch.zeros((len(chunk), len(self.slots) * d))
+        if not len(chunk):
+            return out
+        pairs, labels = own_pairs(chunk, self.position, self.pool, self.n_pairs, self.seed)
+        selector = np.asarray([self.selector_of[c] for c in chunk.ids])
+        rngs = [chunk.rng(i, 0x5E1) for i in range(len(chunk))]
+        model, k = self.adapter.model, self.train_pairs
+        for slot, u in enumerate(self.slots):
+            rows = np.flatnonzero(selector == u)
+            if not len(rows):
+                continue
+            self.adapter.set(self.weights[u])
+            clients = [self.task.examples(pairs[i, :k], labels[i, :k]) for i in rows]
+            out[rows, slot * d : (slot + 1) * d] = local_updates(
+                self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings, [rngs[i] for i in rows])
+        return out
 
 
 def majority_vote(scores: np.ndarray) -> np.ndarray:
@@ -548,32 +598,6 @@ class _SelectorTraining:
         self.adapter.set(self.weights[u])
         return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
 
-    # -- client side ---------------------------------------------------------------------------------------
-    def _own_pairs(self, chunk, position: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-        """Client side: the chunk clients' own pairs (train part first, validation last; seeded by each client's
-        public position in the federation) and their labels from their own span embeddings."""
-        pairs = client_pair_indices(np.asarray([position[c] for c in chunk.ids], dtype=np.int64), len(self.pool),
-                                    self.pairs_total, self.public.seed)
-        if len(chunk) == 0:
-            return pairs, pairs
-        return pairs, client_preferences(chunk.embeddings, chunk.owner, len(chunk), self.pool, pairs)
-
-    def _client_deltas(self, chunk, position: dict[str, int], selector_of: np.ndarray) -> torch.Tensor:
-        """Client side: each chunk client's Δ of its selector, placed in that selector's slot of a U-slot vector."""
-        pairs, labels = self._own_pairs(chunk, position)
-        k = self.cfg.pairs_per_client
-        d = self.adapter.numel
-        out = torch.zeros((len(chunk), self.n_sel * d))
-        rng = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0x5E1, int(chunk.round)]))
-        model = self.adapter.model
-        for u in np.unique(selector_of):
-            rows = np.flatnonzero(selector_of == u)
-            self.adapter.set(self.weights[u])
-            clients = [self.task.examples(pairs[i, :k], labels[i, :k]) for i in rows]
-            deltas = local_updates(self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings, rng)
-            out[rows, u * d : (u + 1) * d] = deltas
-        return out
-
     def _pool_floats(self) -> int:
         return int(self.pool.emb_a.size + self.pool.emb_b.size)
 
@@ -584,21 +608,14 @@ class _SelectorTraining:
         cohort = fed.sample(q)
         single = kind in ("selector", "warmup")  # one selector trained by every cohort client
         position = dict(zip(cohort.ids, cohort.indices.tolist()))  # public: where each client sits in the federation
-        group = self.group  # public: a function of the noisy grouping release
-        d = self.adapter.numel
-        width = d if single else self.n_sel * d
-
-        def client_fn(chunk) -> torch.Tensor:  # client side: labels, local training, Δ in its selector's slot
-            if not len(chunk):
-                return torch.zeros((0, width))
-            selector_of = (np.full(len(chunk), index, dtype=np.int64) if single
-                           else group[[position[c] for c in chunk.ids]])
-            deltas = self._client_deltas(chunk, position, selector_of)
-            return deltas[:, index * d : (index + 1) * d] if single else deltas
-
-        # one chunk: the round's local-training randomness is drawn client after client over the whole cohort
-        noisy = torch.as_tensor(fed.private_sum(cohort, client_fn, clip=cfg.clip, mechanism=Gaussian(self.sigma),
-                                                batched=True, chunk_clients=max(len(cohort), 1),
+        # public: each cohort client's selector (in FedBiscuit's clustered rounds a function of the noisy grouping)
+        selector_of = {c: index if single else int(self.group[p]) for c, p in position.items()}
+        update = SelectorUpdate(self.adapter, self.task, self.pool, self.settings, list(self.weights),
+                                [index] if single else list(range(self.n_sel)), selector_of, position,
+                                cfg.pairs_per_client, self.pairs_total, self.public.seed)
+        width = len(update.slots) * self.adapter.numel
+        noisy = torch.as_tensor(fed.private_sum(cohort, update, clip=cfg.clip, mechanism=Gaussian(self.sigma),
+                                                batched=True, chunk_clients=max(1, min(CHUNK_CLIENTS, (1 << 24) // width)),
                                                 download_floats=width + self._pool_floats()))
         if single:  # Eq. 8: the mean of the participants' models
             self.weights[index] = self.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
@@ -623,12 +640,13 @@ class _SelectorTraining:
         odds_ba = np.stack([self.task.log_odds(self._model_with(u), self.task.ba, batch) for u in range(n_sel)])
         position = dict(zip(cohort.ids, cohort.indices.tolist()))
         slot = dict(zip(cohort.ids, range(n)))  # client i of the cohort writes slot i
+        pool, n_pairs, seed = self.pool, self.pairs_total, self.public.seed
 
         def client_fn(chunk) -> np.ndarray:  # client side: its own validation losses and ranking, nothing else
             rows = np.zeros((len(chunk), n * n_sel), dtype=np.float32)
             if not len(chunk):
                 return rows
-            pairs, labels = self._own_pairs(chunk, position)
+            pairs, labels = own_pairs(chunk, position, pool, n_pairs, seed)
             val_pairs, val_labels = pairs[:, k:], labels[:, k:]
             sign = np.where(val_labels == 0, 1.0, -1.0)  # mean cross-entropy per selector, both orders
             losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +

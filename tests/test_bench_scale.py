@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from largefedbench.bench.scale import format_report, run_scale, span_counts, unit_rows
+from largefedbench.bench.scale import format_report, run_scale, span_counts, unit_row_blocks, unit_rows
 from largefedbench.cli import main
 from largefedbench.errors import InputError
 
@@ -21,6 +21,12 @@ def test_unit_rows_are_unit_float32():
     rows = unit_rows(1000, 16, np.random.default_rng(1), block=300)
     assert rows.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-5)
+
+
+def test_unit_row_blocks_are_the_rows_of_unit_rows_block_by_block():
+    blocks = list(unit_row_blocks(1000, 16, np.random.default_rng(2), block=300))
+    assert [len(b) for b in blocks] == [300, 300, 300, 100]
+    np.testing.assert_array_equal(np.concatenate(blocks), unit_rows(1000, 16, np.random.default_rng(2), block=300))
 
 
 def test_the_report_is_consistent_and_the_checksum_follows_the_seed():

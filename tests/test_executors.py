@@ -71,3 +71,158 @@ def test_on_ray_every_contribution_is_clipped_and_each_release_is_one_event_of_t
     fed.private_sum(fed.sample(0.5), big_vector, clip=1.0, mechanism=Gaussian(2.0), chunk_clients=4)
     fed.private_sum(fed.epoch(10)[0].start(), big_vector, clip=1.0, mechanism=Gaussian(2.0), chunk_clients=4)
     assert fed.ledger.events == (GaussianEvent(0.0), PoissonGaussianEvent(2.0, 0.5), GaussianEvent(2.0))
+
+
+# -- staged span embeddings: blocks in the object store, never one matrix on the driver -----------------------------
+def _staged(executor, emb, rows_per_block: int):
+    from largefedbench.federation import SpanEmbeddings
+
+    vectors = emb.vectors
+    blocks = executor.stage_rows(vectors[lo : lo + rows_per_block] for lo in range(0, len(vectors), rows_per_block))
+    return SpanEmbeddings(blocks, emb.offsets)
+
+
+def test_staged_row_blocks_read_like_the_matrix():
+    from largefedbench.client_views import RowBlocks
+
+    matrix = np.arange(60, dtype=np.float32).reshape(20, 3)
+    blocks = RowBlocks([matrix[:7], matrix[7:14], matrix[14:]])
+    assert len(blocks) == 20 and blocks.shape == (20, 3) and blocks.dtype == np.float32
+    for lo, hi in ((0, 20), (3, 6), (5, 16), (14, 14), (19, 20)):
+        np.testing.assert_array_equal(blocks[lo:hi], matrix[lo:hi])
+    rows = np.array([19, 0, 7, 8, 13, 2])
+    np.testing.assert_array_equal(blocks[rows], matrix[rows])
+    assert list(blocks.covering(5, 16)) == [0, 1, 2] and np.shares_memory(blocks[8:12], matrix)  # a view in a block
+    with pytest.raises(InputError, match="consecutive"):
+        blocks[::2]
+
+
+def test_staged_embeddings_give_the_same_sums_on_both_executors(ray_executor, monkeypatch):
+    """Embeddings staged block by block (blocks smaller than a chunk's rows), and a plain matrix the Ray executor
+    ships in blocks itself: consecutive and scattered (Poisson) chunks give exactly the sums of the plain matrix."""
+    import largefedbench.executors as executors
+
+    monkeypatch.setattr(executors, "BLOCK_BYTES", 5 * D * 4)  # a plain matrix goes to Ray in blocks of 5 rows
+    clients, emb = small_split(60, seed=2)
+    synthetic = np.random.default_rng(1).normal(size=(16, D)).astype(np.float32)
+
+    def releases(executor, embeddings):
+        fed = Federation(clients, embeddings=embeddings, seed=5, executor=executor)
+        score = PopriScores(synthetic / np.linalg.norm(synthetic, axis=1, keepdims=True))
+        return [fed.private_sum(fed.everyone(), lambda chunk: score(chunk), clip=1.0, mechanism=Gaussian(0.5),
+                                batched=True, chunk_clients=9),
+                fed.private_sum(fed.sample(0.4), lambda chunk: score(chunk), clip=1.0, mechanism=Gaussian(0.5),
+                                batched=True, chunk_clients=4)]
+
+    reference = releases(LocalExecutor(), emb)
+    staged = _staged(ray_executor, emb, rows_per_block=7)
+    assert all(not b.flags.writeable for b in staged.vectors.blocks)  # read from the object store, no driver copy
+    for out in (releases(LocalExecutor(), _staged(LocalExecutor(), emb, 7)), releases(ray_executor, staged),
+                releases(ray_executor, emb)):
+        for a, b in zip(reference, out):
+            np.testing.assert_array_equal(a, b)
+
+
+# -- every model-training client function: same sum on both executors and for every chunking ------------------------
+N_TRAINING = 10
+
+
+@pytest.fixture(scope="module")
+def training_clients():
+    clients, emb = small_split(N_TRAINING, seed=11)  # 0-5 spans each: batch orders differ between clients
+    return clients, emb
+
+
+def _cohort_update(bundle):
+    """DP-FedAvg / DP-FTRL: local SGD of the downstream model (vmap), two local epochs of batch 2."""
+    from largefedbench.methods._local_training import CohortTrainer, CohortUpdate, LocalSGD, flat_weights
+
+    model = bundle.new_downstream()
+    local = LocalSGD(lr=0.05, batch_size=2, epochs=2, max_len=16, max_steps=4, chunk_clients=3)
+    return CohortUpdate(CohortTrainer(model, bundle.tokenizer, local), flat_weights(model)), (flat_weights(model).numel(),)
+
+
+def _generator_update(bundle):
+    """DP fine-tuning of a generator's LoRA adapter (dp-resample, ctcl, weak-client voting's strong clients)."""
+    from largefedbench.synthetic.dp_finetune import AdapterVector, DPFedAvg, generator_update, lora_generator
+
+    adapter = AdapterVector(lora_generator(bundle, rank=2, alpha=4))
+    settings = DPFedAvg(rounds=1, clients_per_round=N_TRAINING, clip=1.0, client_lr=0.5, local_epochs=2,
+                        local_batch_size=2, max_len=16)
+    update = generator_update(adapter, bundle.generator_tokenizer, settings, seed=0)
+    return (lambda chunk: update(chunk, chunk.spans)), (adapter.numel,)  # as run_round's client function
+
+
+def _selector_update(bundle):
+    """FedBis / FedBiscuit: three selectors, each client training its own group's with local AdamW."""
+    from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
+    from largefedbench.synthetic.dp_finetune import AdapterVector, lora_generator
+
+    rng = np.random.default_rng(3)
+    a, b = [f"text a{i} about cells" for i in range(10)], [f"text b{i} about bills" for i in range(10)]
+    emb_a, emb_b = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in rng.normal(size=(2, 10, D)))
+    adapter = AdapterVector(lora_generator(bundle, rank=2, alpha=4))
+    task = SelectorTask(bundle.generator_tokenizer, a, b, 8)
+    ids = [f"c{c:03d}" for c in range(N_TRAINING)]
+    weights = [adapter.get() + 0.01 * u for u in range(3)]
+    update = SelectorUpdate(adapter, task, PairPool(a, b, emb_a, emb_b), FedBisConfig.tiny().fedavg(N_TRAINING),
+                            weights, [0, 1, 2], {c: i % 3 for i, c in enumerate(ids)}, dict(zip(ids, range(len(ids)))),
+                            train_pairs=6, n_pairs=8, seed=0)
+    return update, (3 * adapter.numel,)
+
+
+TRAINING = {"dp-fedavg/dp-ftrl": _cohort_update, "dp generator fine-tuning": _generator_update,
+            "fedbis/fedbiscuit": _selector_update}
+
+
+def _training_release(make, bundle, clients, emb, executor, chunk_clients: int):
+    client_fn, _shape = make(bundle)
+    fed = Federation(clients, embeddings=emb, seed=4, executor=executor)
+    out = fed.private_sum(fed.everyone(), client_fn, clip=0.5, mechanism=Gaussian(0.1), batched=True,
+                          chunk_clients=chunk_clients)
+    return np.asarray(out.detach().cpu().numpy() if hasattr(out, "detach") else out, dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING))
+def test_training_client_functions_give_the_same_sum_on_both_executors_and_any_chunking(name, ray_executor, tiny,
+                                                                                      training_clients):
+    """Client-side randomness (local batch order) comes from each client's own seed, so neither the executor (each
+    Ray task gets a copy of the client function) nor the chunking changes the noised sum."""
+    clients, emb = training_clients
+    bundle = tiny[1]
+    local = _training_release(TRAINING[name], bundle, clients, emb, LocalExecutor(), chunk_clients=3)
+    remote = _training_release(TRAINING[name], bundle, clients, emb, ray_executor, chunk_clients=3)
+    np.testing.assert_array_equal(local, remote)
+    for chunk in (1, N_TRAINING):  # other chunkings: only the order of the float additions changes
+        other = _training_release(TRAINING[name], bundle, clients, emb, LocalExecutor(), chunk_clients=chunk)
+        np.testing.assert_allclose(other, local, rtol=0, atol=1e-6 * np.abs(local).max())
+    assert np.abs(local).max() > 0
+
+
+# -- the smoke guard on both executors -----------------------------------------------------------------------------
+def test_a_watched_federation_runs_client_functions_on_both_executors(ray_executor):
+    """`lfb smoke`'s guard refuses method code that reads the federation's store, never the library's own reads:
+    a client function reading its clients' spans, metadata and embeddings runs on both executors unflagged."""
+    from largefedbench.errors import MethodError
+    from largefedbench.leaderboard.guards import watch_federation, watched_private
+
+    clients, emb = small_split(25, seed=8)
+
+    def own_data(chunk):
+        return np.stack([chunk.embeddings[:0].sum(0) + len(s) + len(m["category"]) for s, m in
+                         zip(chunk.spans, chunk.metadata)]) + chunk.embeddings.sum() * 0
+
+    outs = []
+    for executor in (LocalExecutor(), ray_executor):
+        violations: list[str] = []
+        fed = watch_federation(Federation(watched_private(clients, "fed._clients", violations), seed=1, executor=executor,
+                                          embeddings=watched_private(emb, "fed._embeddings", violations)), violations)
+        outs.append(fed.private_sum(fed.everyone(), own_data, clip=100.0, mechanism=NoNoise(), batched=True,
+                                    chunk_clients=6))
+        assert violations == []
+        with pytest.raises(MethodError, match="read fed._store directly"):
+            fed._store.spans(np.arange(3))
+        with pytest.raises(MethodError, match="read fed._store directly"):
+            fed._store  # noqa: B018 - reaching for the store is the violation
+        assert len(violations) == 2
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -74,13 +74,20 @@ def span_counts(n_clients: int, rng: np.random.Generator, mean: float = MEAN_SPA
     return 1 + rng.negative_binomial(SPAN_SHAPE, SPAN_SHAPE / (SPAN_SHAPE + extra), size=n_clients)
 
 
-def unit_rows(n: int, dim: int, rng: np.random.Generator, *, block: int = 65_536) -> np.ndarray:
-    """``n`` random unit float32 rows, filled block by block (no float64 temporary of the whole matrix)."""
-    out = np.empty((n, dim), dtype=np.float32)
+def unit_row_blocks(n: int, dim: int, rng: np.random.Generator, *, block: int = 65_536) -> Iterator[np.ndarray]:
+    """``n`` random unit float32 rows, ``block`` rows at a time (no float64 temporary, no whole matrix)."""
     for lo in range(0, n, block):
-        part = out[lo : lo + block]
+        part = np.empty((min(block, n - lo), dim), dtype=np.float32)
         rng.standard_normal(out=part, dtype=np.float32)
         part /= np.linalg.norm(part, axis=1, keepdims=True)
+        yield part
+
+
+def unit_rows(n: int, dim: int, rng: np.random.Generator, *, block: int = 65_536) -> np.ndarray:
+    """``n`` random unit float32 rows in one array (the rows of :func:`unit_row_blocks`)."""
+    out = np.empty((n, dim), dtype=np.float32)
+    for lo, part in zip(range(0, n, block), unit_row_blocks(n, dim, rng, block=block)):
+        out[lo : lo + len(part)] = part
     return out
 
 
@@ -106,6 +113,12 @@ class _Watch:
 
     def prepare(self, store: Any) -> None:
         self.executor.prepare(store)
+
+    def start(self) -> None:
+        self.executor.start()
+
+    def stage_rows(self, blocks: Any) -> Any:
+        return self.executor.stage_rows(blocks)
 
     def map_chunks(self, store: Any, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[Any]:
         for result in self.executor.map_chunks(store, chunks, **task):
@@ -142,17 +155,19 @@ def run_scale(clients: int = 133_000, samples: int = 18_000, *, dim: int = 384, 
         log(f"{name}: {report.stages[name]:.2f} s")
         return out
 
+    report.gemm_gmacs = stage("measure fp32 GEMM rate", lambda: gemm_rate(dim, samples)) / 1e9  # on a quiet box
+    report.limit_seconds = clients * samples * dim / (report.gemm_gmacs * 1e9)
+    watch = _Watch(make_executor(executor, address=ray_address))
+    stage("start executor", watch.start)
     counts = span_counts(clients, rng)
     report.spans = int(counts.sum())
-    vectors = stage("generate span embeddings", lambda: unit_rows(report.spans, dim, rng))
+    # block by block into the executor (on Ray: the object store), never one matrix on the driver
+    vectors = stage("generate span embeddings", lambda: watch.stage_rows(unit_row_blocks(report.spans, dim, rng)))
     synthetic = stage("generate synthetic samples", lambda: unit_rows(samples, dim, rng))
-    report.gemm_gmacs = stage("measure fp32 GEMM rate", lambda: gemm_rate(dim, samples)) / 1e9
-    report.limit_seconds = clients * samples * dim / (report.gemm_gmacs * 1e9)
 
-    watch = _Watch(make_executor(executor, address=ray_address))
     embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(counts)]))
     fed = Federation(SyntheticClients(clients), embeddings=embeddings, seed=seed, executor=watch)
-    stage("start executor, ship data", lambda: watch.prepare(fed._store))
+    stage("ship clients", lambda: watch.prepare(fed._store))
     score = PopriScores(synthetic)
     client_fn = score if path == "shortcut" else (lambda chunk: score(chunk))  # a lambda has no shortcut
     chunk = chunk_clients or (8192 if path == "shortcut" else 1024)

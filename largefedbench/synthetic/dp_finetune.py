@@ -50,6 +50,7 @@ __all__ = [
     "local_steps",
     "local_updates",
     "lora_generator",
+    "per_client",
     "pretrain_on_public",
     "require_private_budget",
     "run_round",
@@ -201,19 +202,32 @@ def local_steps(n_examples: int, settings: DPFedAvg, rng: np.random.Generator) -
     return steps[: settings.max_local_steps] if settings.max_local_steps is not None else steps
 
 
+def per_client(rng: np.random.Generator | Sequence[np.random.Generator], n: int) -> Sequence[np.random.Generator]:
+    """One generator per client: ``rng`` itself if it is ``n`` generators (each client's own), or one shared generator
+    drawn client after client."""
+    if isinstance(rng, np.random.Generator):
+        return [rng] * n
+    if len(rng) != n:
+        raise InputError(f"{len(rng)} generators for {n} clients: pass one generator per client (or one shared)")
+    return rng
+
+
 def local_updates(adapter: AdapterVector, clients: Sequence[Sequence[Any]], loss_fn: Callable[[Sequence[Any]], torch.Tensor],
-                  settings: DPFedAvg, rng: np.random.Generator) -> torch.Tensor:
+                  settings: DPFedAvg, rng: np.random.Generator | Sequence[np.random.Generator]) -> torch.Tensor:
     """Δ of every client from the adapter's current weights (restored afterwards): ``(len(clients), adapter.numel)``.
 
     ``clients[i]`` is client i's examples; ``loss_fn(batch)`` is the mean loss of a batch of them under the model's
-    current weights. SGD (or a fresh AdamW) with ``settings.client_lr``; a client without examples reports Δ = 0."""
+    current weights. SGD (or a fresh AdamW) with ``settings.client_lr``; a client without examples reports Δ = 0.
+    Batch order: ``rng[i]`` is client i's own generator (inside ``private_sum``: ``chunk.rng(i)``), or one shared
+    generator is drawn client after client."""
     base = adapter.get()
     rows = torch.zeros((len(clients), adapter.numel))
+    rngs = per_client(rng, len(clients))
     was_training = adapter.model.training
     adapter.model.eval()  # dropout off: a client's update is a deterministic function of its data and its batch order
     try:
         for i, examples in enumerate(clients):
-            steps = local_steps(len(examples), settings, rng)
+            steps = local_steps(len(examples), settings, rngs[i])
             if not steps:
                 continue
             adapter.set(base)
@@ -280,18 +294,21 @@ class FedAvgServer:
         self.steps = int(state["steps"])
 
 
+#: clients per chunk of a round's ``private_sum`` (memory holds this many Δ rows)
+CHUNK_CLIENTS = 64
+
 #: a client update: ``client_update(chunk, spans)`` → one Δ row per client of the chunk (a ``ChunkView``), trained on
 #: ``spans`` (the chunk's own spans, or a subset a method keeps); runs inside ``Federation.private_sum``
 ClientUpdate = Callable[[Any, list[list[str]]], torch.Tensor]
 
 
 def run_round(fed, server: FedAvgServer, sigma: float, client_update: ClientUpdate, *, rate: float | None = None,
-              expected_clients: float | None = None, download_floats: int = 0) -> dict[str, Any]:
+              expected_clients: float | None = None, download_floats: int = 0,
+              chunk_clients: int = CHUNK_CLIENTS) -> dict[str, Any]:
     """One DP-FedAvg round: Poisson cohort at ``rate`` (default the settings' q), ``client_update(chunk, spans)`` → Δ
-    rows inside ``fed.private_sum`` (clipped, summed, ``Gaussian(σ)``: one ledger event), server step dividing by
-    ``expected_clients`` (default q·N). The cohort is one chunk: the round's batch order is drawn client after client
-    over the whole cohort. ``download_floats`` is what a client downloads besides the adapter. Returns the round's
-    public record."""
+    rows inside ``fed.private_sum`` (clipped, summed, ``Gaussian(σ)``: one ledger event; ``chunk_clients`` clients a
+    chunk), server step dividing by ``expected_clients`` (default q·N). ``download_floats`` is what a client downloads
+    besides the adapter. Returns the round's public record."""
     settings = server.settings
     q = settings.sample_rate(fed.n_clients) if rate is None else rate
     cohort = fed.sample(q)
@@ -301,7 +318,7 @@ def run_round(fed, server: FedAvgServer, sigma: float, client_update: ClientUpda
         return client_update(chunk, chunk.spans) if len(chunk) else torch.zeros((0, width))
 
     noisy = fed.private_sum(cohort, client_fn, clip=settings.clip, mechanism=Gaussian(sigma), batched=True,
-                            chunk_clients=max(len(cohort), 1), download_floats=width + int(download_floats))
+                            chunk_clients=chunk_clients, download_floats=width + int(download_floats))
     norm = server.step(noisy, q * fed.n_clients if expected_clients is None else expected_clients)
     return {"round": int(cohort.round), **cohort_fields(cohort, fed.n_clients), "noisy_update_norm": round(norm, 6)}
 
@@ -310,8 +327,9 @@ def generator_update(adapter: AdapterVector, tokenizer, settings: DPFedAvg, *, s
                      prefixes: Callable[[Any], Sequence[str]] | None = None) -> ClientUpdate:
     """The ``client_update`` of generator fine-tuning: each client trains on its spans, each after its conditioning
     prefix (``prefixes(chunk)[i]`` is chunk client i's own prefix, computed on the client from its own data or
-    metadata, e.g. ``chunk.metadata``; none for an unconditional generator). Batch order is seeded by (``seed``,
-    round), so a resumed run repeats it."""
+    metadata, e.g. ``chunk.metadata``; none for an unconditional generator). Each client's batch order comes from
+    its own generator (``chunk.rng(i, seed, …)``: federation seed, round, client id and ``seed``), so a resumed run
+    repeats it and neither the executor nor the chunking changes it."""
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def client_update(chunk, spans: list[list[str]]) -> torch.Tensor:
@@ -320,8 +338,8 @@ def generator_update(adapter: AdapterVector, tokenizer, settings: DPFedAvg, *, s
                                      [t for s in spans for t in s], settings.max_len)
         bounds = np.cumsum([0] + [len(s) for s in spans])
         clients = [flat[bounds[i] : bounds[i + 1]] for i in range(len(spans))]
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x10CA1, int(chunk.round)]))
-        return local_updates(adapter, clients, lambda batch: lm_loss(adapter.model, batch, pad_id), settings, rng)
+        rngs = [chunk.rng(i, int(seed), 0x10CA1) for i in range(len(spans))]
+        return local_updates(adapter, clients, lambda batch: lm_loss(adapter.model, batch, pad_id), settings, rngs)
 
     return client_update
 
@@ -346,11 +364,11 @@ def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, atten
 
 def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update: ClientUpdate, *,
                   desc: str = "DP fine-tuning", phase: str = "generator", rate: float | None = None,
-                  expected_clients: float | None = None, download_floats: int = 0) -> list[dict[str, Any]]:
+                  expected_clients: float | None = None, download_floats: int = 0,
+                  chunk_clients: int = CHUNK_CLIENTS) -> list[dict[str, Any]]:
     """``server.settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``/
-    ``download_floats``) with a
-    checkpoint after each (``public.save_round``); an interrupted run resumes from its last completed round
-    (``public.resume``). Returns one public record per round."""
+    ``download_floats``/``chunk_clients``) with a checkpoint after each (``public.save_round``); an interrupted run
+    resumes from its last completed round (``public.resume``). Returns one public record per round."""
     rounds = server.settings.rounds
     history: list[dict[str, Any]] = []
     start = 0
@@ -362,7 +380,7 @@ def train_adapter(fed, public, server: FedAvgServer, sigma: float, client_update
     with public.bar(total=rounds, desc=desc, initial=start) as bar:
         for r in range(start, rounds):
             record = run_round(fed, server, sigma, client_update, rate=rate, expected_clients=expected_clients,
-                               download_floats=download_floats)
+                               download_floats=download_floats, chunk_clients=chunk_clients)
             history.append({"phase": phase, **record})
             public.save_round(fed, r, {"server": server.state_dict(), "history": history, "rounds_done": r + 1})
             bar.update(1)
