@@ -31,7 +31,7 @@ def fixture_snapshot(tmp_path_factory):
 @pytest.mark.parametrize("method", ["dp-fedavg", "dp-ftrl"])
 def test_eval_writes_an_entry_on_a_refreshed_snapshot(fixture_snapshot, method, tmp_path):
     root, name = fixture_snapshot
-    request = EvalRequest(method=method, dataset=name, seeds=(0,), out=tmp_path, root=root, progress=False,
+    request = EvalRequest(method=method, dataset=name, seeds=(0,), out=tmp_path, home=root, progress=False,
                           epsilon=8.0, delta=1e-4, overrides={"clients_per_round": "10", "rounds": "2"})
     result = run_eval(request, log=lambda m: None)
     entry = parse_entry(result.entry)

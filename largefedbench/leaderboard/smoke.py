@@ -223,7 +223,7 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
         try:
             prep = prepare(EvalRequest(method=method, dataset=dataset, epsilon=epsilon, delta=delta, profile="tiny",
                                        seeds=(seed,), overrides=dict(overrides or {}), preset="tiny",
-                                       out=Path(tmp) / "board", root=root, progress=False))
+                                       out=Path(tmp) / "board", home=root, progress=False))
         except LfbError as exc:
             report.add("request", False, str(exc))
             return report

@@ -26,7 +26,7 @@ FAST = {
 @pytest.mark.parametrize("method", sorted(FAST))
 def test_run_eval_writes_a_valid_entry(tiny, tmp_path, method):
     _fd, _bundle, root = tiny
-    request = EvalRequest(method=method, seeds=(0,), out=tmp_path, root=root, progress=False, overrides=FAST[method])
+    request = EvalRequest(method=method, seeds=(0,), out=tmp_path, home=root, progress=False, overrides=FAST[method])
     result = run_eval(request, log=lambda m: None)
     entry = parse_entry(result.entry)
     assert entry.privacy.delta == DEFAULT_DELTA

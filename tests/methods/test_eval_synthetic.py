@@ -26,9 +26,9 @@ OVERRIDES = {
 @pytest.mark.parametrize("method", ["pe", "pe-sft", "popri"])
 def test_lfb_eval_runs_the_method_end_to_end_offline(method, tiny, tmp_path):
     _fd, _bundle, root = tiny
-    request = EvalRequest(method=method, seeds=(0,), overrides=OVERRIDES[method], out=tmp_path, root=root, progress=False)
+    request = EvalRequest(method=method, seeds=(0,), overrides=OVERRIDES[method], out=tmp_path, home=root, progress=False)
     result = run_eval(request, log=lambda message: None)
-    entry = result.entry
+    entry = result.entry.to_json()
     parse_entry(entry)
     privacy = entry["privacy"]
     ledger = PrivacyLedger.from_dict(privacy["ledgers"][0])
