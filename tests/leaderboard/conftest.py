@@ -136,9 +136,9 @@ def board(produced, tmp_path_factory):
         "invalid": relabel(base, entry_id="dp-unigram-example--demo--tiny--eps1--invalid"),
     }
     roles["b"]["method"]["paper"] = '<img src=x onerror="window.__pwned = 2">'
-    # same window, but a generator whose registered (release-bound) cutoff is the window's first month
-    roles["contaminated"]["contamination"] = {"model": "Qwen/Qwen2.5-7B", "model_cutoff": "2024-09",
-                                              "cutoff_kind": "release-bound", "after_cutoff": False,
+    # same window, but a generator with no registered knowledge cutoff: the window may overlap its training data
+    roles["contaminated"]["contamination"] = {"model": "example-org/unregistered-llm", "model_cutoff": None,
+                                              "cutoff_kind": "unknown", "after_cutoff": None,
                                               "window_start": roles["contaminated"]["dataset"]["window"]["since"]}
     roles["invalid"]["metrics"]["next_token_accuracy"]["top1"]["per_seed"][1] = float("nan")
     for data in roles.values():

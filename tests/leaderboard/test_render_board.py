@@ -48,7 +48,7 @@ def test_the_board_groups_ranks_and_separates(board):
     assert "| ref | public" in refs and "| ref | non-private" in refs
     assert roles["unranked"]["entry_id"] in _section(md, "### Unranked", "### Possibly contaminated")
     apart = _section(md, "### Possibly contaminated")
-    assert roles["contaminated"]["entry_id"] in apart and "registry's cutoff" in apart
+    assert roles["contaminated"]["entry_id"] in apart and "no knowledge cutoff is registered" in apart
     assert roles["contaminated"]["entry_id"] not in ranked
 
 
