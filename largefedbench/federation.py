@@ -33,7 +33,7 @@ from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
-from largefedbench.privacy.mechanisms import Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
+from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 
 __all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
 
@@ -231,6 +231,10 @@ class Federation:
             total, width = np.zeros(shape), int(np.prod(shape))
         start = time.perf_counter()
         if self.noise_free:
+            if not isinstance(mechanism, (Gaussian, NoNoise)):
+                raise InputError(f"--noise-free: this method releases through {mechanism!r}, which has no noise-free "
+                                 "variant yet (DP-FTRL's tree sums running totals); run the diagnostic on a method "
+                                 "with Gaussian releases")
             mechanism = NoNoise()
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))

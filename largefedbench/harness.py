@@ -288,7 +288,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     ledger: PrivacyLedger = fed.ledger
     accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"
     spent = ledger.epsilon(budget.delta, accountant) if len(ledger) else 0.0
-    if prep.request.noise_free and not math.isinf(spent):
+    if prep.request.noise_free and len(ledger) and not math.isinf(spent):
         raise PrivacyError(f"--noise-free: method {cls.name!r} released with noise (ε = {spent:.4g}): every release "
                            "must go through fed.private_sum, which drops the noise in this diagnostic")
     if over_budget(spent, budget.epsilon) and not prep.request.noise_free:

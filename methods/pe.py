@@ -211,6 +211,7 @@ class PrivateEvolution(Method):
     output = "synthetic text"
     Config = PEConfig
     needs_span_embeddings = True
+    audit_by_releases = True  # the audit scores canaries against its vote histograms
 
     def train(self, fed, public: PublicResources, cfg: PEConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer
@@ -291,6 +292,7 @@ class PrivateEvolutionSFT(Method):
     output = "synthetic text"
     Config = PESFTConfig
     needs_span_embeddings = True
+    audit_by_releases = True  # the audit scores canaries against its vote histograms
 
     def train(self, fed, public: PublicResources, cfg: PESFTConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer

@@ -158,6 +158,7 @@ class POPri(Method):
     output = "synthetic text"
     Config = POPriConfig
     needs_span_embeddings = True
+    audit_by_releases = True  # the audit scores canaries against its score sums
 
     def train(self, fed, public: PublicResources, cfg: POPriConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer

@@ -16,8 +16,8 @@ accountant counts them. Held-out canaries are never seen by the run; they are th
   sentences as one text) and the embeddings of the released synthetic set.
 - **Text canaries of methods that vote with span embeddings** (PE, PE+SFT, POPri: ``needs_span_embeddings``).
   A canary client owns one distinct span of the snapshot's public split (real text, spread like the data, so
-  the canaries' nearest synthetic samples differ). Score: summed over every noised sum the run released, the
-  cosine between the release and the canary's own clipped vector under that release's client function
+  the canaries' nearest synthetic samples differ). Score: the smallest, over every noised sum the run released,
+  inner product of the release with the canary's own clipped vector under that release's client function, / clip²
   (:mod:`largefedbench.audit.releases`).
 
 Scores only read what the run released (the returned model, synthetic texts or noised sums); nothing else of the

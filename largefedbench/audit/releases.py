@@ -3,8 +3,7 @@
 A synthetic-data method learns from the clients only through ``Federation.private_sum`` (PE's and PE+SFT's vote
 histograms, POPri's score sums). Each release is S = Σ clip(f(client)) + noise, where f is the method's client
 function of that release. The audit applies the same f to every canary (inserted or not) on the canary's own span
-embeddings, clips it like the federation does, and adds cos(S, clip(f(canary))) to the canary's score, release after
-release: an inserted canary's own vector is inside S, a held-out one's is not. Per release, the inner product
+embeddings, clips it like the federation does, and scores it against S, release after release: an inserted canary's own vector is inside S, a held-out one's is not. Per release, the inner product
 ⟨S, clip(f(canary))⟩ / clip² is about 1 from an inserted canary's own share, plus whatever other clients put on the
 same direction (for PE's one-hot votes: other votes for the canary's nearest sample). The score is its smallest value
 over the releases: an inserted canary keeps its share in every release it takes part in, while a held-out canary
@@ -15,9 +14,10 @@ sampling an inserted canary is absent from some releases, which weakens this sco
 noise of scale σ·clip per coordinate; without it, it shows. This is Andrew et al.'s (ICLR 2024) random-direction score, with each canary's direction given
 by the method's own client function.
 
-Only batched client functions (vectorised over a chunk: the synthetic-data methods' votes and scores) are scored:
-running a per-client function (local training) for every canary at every release would cost a training run per
-canary; such releases are counted and skipped.
+Only library client functions marked ``scorable_by_audit`` (PE's ``NnVotes``, POPri's ``PopriScores``: vectorised,
+pure functions of a client's span embeddings) are scored; running other client functions (local training, functions
+that look up cohort-only state) for every canary at every release would cost a training run per canary or fail, so
+such releases are counted and skipped. Methods whose releases are scored say so with ``audit_by_releases = True``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class ReleaseScores:
 
     def __call__(self, *, client_fn: Callable[[Any], Any], clip: float, batched: bool, round_: int, fed_seed: int,
                  noisy: Any) -> None:
-        if not batched:
+        if not batched or not getattr(client_fn, "scorable_by_audit", False):
             self.skipped += 1
             return
         from largefedbench.federation import clip_rows

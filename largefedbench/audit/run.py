@@ -87,7 +87,7 @@ class Audit:
             raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
                              "private method")
         kind = canary_kind(prep.method_cls)
-        votes = kind == "text" and getattr(prep.method_cls, "needs_span_embeddings", False)
+        votes = kind == "text" and getattr(prep.method_cls, "audit_by_releases", False)
         pool = tuple(t for t in prep.fd.public.all_spans() if t.strip()) if votes else ()
         self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind, pool)
         if kind == "update":
@@ -129,7 +129,7 @@ class Audit:
         fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free)
         if plan.kind == "update":
             fed.client_outputs = plan.federation_hook(self._clip)
-        elif embeddings is not None:  # text canaries are also scored against every noised sum the method releases
+        elif plan.pool and embeddings is not None:  # canaries scored against every noised sum the method releases
             from largefedbench.client_views import ClientStore
 
             canaries = canary_split(plan, ev.prep.fd.train)

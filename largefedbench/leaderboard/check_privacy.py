@@ -102,10 +102,13 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"is {_fmt(top)} (tolerance {EPSILON_RTOL:g} relative + {EPSILON_ATOL:g})", fix_rerun))
         target = epsilon_value(p.target_epsilon)
         if entry.diagnostic is not None and entry.diagnostic.kind == "noise-free":
-            if not math.isinf(top):
-                out.append(error("privacy-budget", "privacy.epsilon",
-                                 f"the entry is the noise-free diagnostic, but its ledgers spend a finite ε = "
-                                 f"{_fmt(top)}: some release was noised",
+            noised = [ev for led in p.ledgers if isinstance(led, dict) for ev in led.get("events", [])
+                      if not isinstance(ev, dict) or ev.get("noise_multiplier") != 0]
+            if noised or not all(math.isinf(e) for e in recomputed):
+                out.append(error("privacy-budget", "privacy.ledgers",
+                                 f"the entry is the noise-free diagnostic, but {len(noised)} of its ledgers' events "
+                                 f"record noise (smallest ε over the seeds {_fmt(min(recomputed))}): some release was "
+                                 "noised",
                                  "Re-run with `lfb eval --noise-free`, which records every release as noiseless"))
         elif math.isinf(target) and not math.isinf(top):
             out.append(error("privacy-budget", "privacy.target_epsilon",

@@ -127,6 +127,9 @@ class PopriScores:
     batched=True)``: called on a ``ChunkView`` it returns the chunk's clipped score rows (the general path);
     ``clipped_sum`` is the exact algebraic shortcut the federation uses instead (module docstring)."""
 
+    #: the privacy audit may apply this function to canaries and score them against its releases
+    scorable_by_audit = True
+
     def __init__(self, synthetic: np.ndarray, *, normalization: Normalization = "zscore", clip: float = 1.0,
                  chunk: int = 1024) -> None:
         if normalization not in ("zscore", "mean"):
@@ -218,6 +221,9 @@ class NnVotes:
     """PE's client function (and POPri's with ``scoring='nn'``) for ``fed.private_sum(cohort, NnVotes(emb),
     clip=1.0, mechanism=Gaussian(σ), batched=True)``: each client's unit-L2 nearest-neighbour vote histogram over
     the synthetic samples, computed on the client's own span embeddings."""
+
+    #: the privacy audit may apply this function to canaries and score them against its releases
+    scorable_by_audit = True
 
     def __init__(self, synthetic: np.ndarray, *, chunk: int = 4096) -> None:
         self.synthetic = np.ascontiguousarray(synthetic, dtype=np.float32)

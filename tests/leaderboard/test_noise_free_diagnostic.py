@@ -19,7 +19,7 @@ from largefedbench.harness import EvalRequest, prepare, run_eval
 from largefedbench.leaderboard.board import build_board
 from largefedbench.leaderboard.files import EntryFile, board_of
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
-from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.privacy.mechanisms import Gaussian, TreeAggregation, TreePrefixSum
 
 from .conftest import EXAMPLE, _on_path
 from .entry_variants import save
@@ -37,6 +37,14 @@ def test_a_noise_free_federation_releases_the_exact_clipped_sum_and_records_infi
     assert fed.ledger.epsilon(1e-5, "rdp") == float("inf")
     noisy = Federation(clients, embeddings=emb)
     assert np.abs(noisy.private_sum(noisy.everyone(), vec, clip=1.5, mechanism=Gaussian(4.0)) - exact).max() > 1.0
+
+
+def test_noise_free_refuses_a_mechanism_without_a_noise_free_variant():
+    """DP-FTRL's tree releases running totals: swapping in NoNoise would run another algorithm, so it is refused."""
+    clients, emb = small_split()
+    fed = Federation(clients, embeddings=emb, noise_free=True)
+    with pytest.raises(InputError, match="no noise-free variant"):
+        fed.private_sum(fed.everyone(), lambda c: np.ones(D), clip=1.0, mechanism=TreeAggregation(2.0, TreePrefixSum(3)))
 
 
 @pytest.fixture(scope="module")
