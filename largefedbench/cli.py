@@ -379,7 +379,7 @@ def cmd_smoke(args) -> int:
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
-                   seed=args.seed, root=args.home, log=log)
+                   seed=args.seed, home=args.home, log=log)
     _print_json(report.to_dict()) if args.json else print(report.format())
     return 0 if report.ok else 1
 
@@ -452,13 +452,32 @@ class _DeprecatedFlag(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"lfb: {option_string} is now {self.new} (same meaning); {option_string} goes away in the next release",
               file=sys.stderr)
-        setattr(namespace, self.dest, values)
+        _store_once(parser, namespace, self.dest, values, option_string, keep=self.new)
+
+
+class _NewFlag(argparse.Action):
+    """The new spelling of a flag that has a deprecated alias: giving both with different values is an error."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        _store_once(parser, namespace, self.dest, values, option_string, keep=option_string)
+
+
+def _store_once(parser, namespace, dest: str, value, option: str, *, keep: str) -> None:
+    """Set ``dest``; if another spelling already set it to something else, stop with a usage error that says to
+    give ``keep`` (the new spelling) only, rather than silently keeping whichever came last."""
+    given = namespace.__dict__.setdefault("_spelling_of", {})
+    earlier = given.get(dest)
+    if earlier and earlier[0] != option and earlier[1] != value:
+        parser.error(f"{earlier[0]} {earlier[1]} and {option} {value} are two spellings of one flag with different "
+                     f"folders; give {keep} only")
+    given[dest] = (option, value)
+    setattr(namespace, dest, value)
 
 
 def _add_home(p: argparse.ArgumentParser, *, old: str | None = None) -> None:
     """``--home DIR`` (and the ``old`` spelling this command used for it, hidden and deprecated)."""
-    p.add_argument("--home", type=Path, default=None, metavar="DIR", help="the LargeFedBench home instead of "
-                   "$LFB_HOME: snapshots, raw downloads, model and reference caches")
+    p.add_argument("--home", type=Path, default=None, metavar="DIR", action=_NewFlag if old else "store",
+                   help="the LargeFedBench home instead of $LFB_HOME: snapshots, raw downloads, model and reference caches")
     if old:
         p.add_argument(old, dest="home", type=Path, action=_DeprecatedFlag, new="--home", default=argparse.SUPPRESS,
                        help=argparse.SUPPRESS)

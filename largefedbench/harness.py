@@ -2,8 +2,9 @@
 
 Everything that can be wrong with a request (method, ``--set`` keys, budget, profile, snapshot, δ against the
 number of clients, an empty window) is checked in :func:`prepare` before any model is loaded. Each seed's
-result is stored under ``<out>/.runs/<entry-id>/seed-<s>/`` as soon as it is done, and methods checkpoint every
-round there, so a killed run resumes where it stopped when the same command is run again.
+result is stored under ``<out>/.runs/<run-id>/seed-<s>/`` (the run id is the entry id without the seed list) as
+soon as it is done, and methods checkpoint every round there, so a killed run resumes where it stopped when the
+same command is run again, and ``--seeds 0,1,2`` reuses the seed a ``--seeds 0`` run finished.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import math
 import shlex
 import sys
 import time
-import warnings
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +25,7 @@ import numpy as np
 from largefedbench import __version__
 from largefedbench.config_overrides import config_from_overrides, config_to_dict
 from largefedbench.contract import PublicResources
+from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, MethodError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry
@@ -39,6 +40,7 @@ __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Pre
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
+ID_LIMIT = 128  # entry ids (the schema's ID_PATTERN) are at most this long
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
 
 
@@ -65,11 +67,7 @@ class EvalRequest:
     root: InitVar[Path | None] = None  # deprecated name of ``home``
 
     def __post_init__(self, root: Path | None) -> None:
-        if root is not None:
-            warnings.warn("EvalRequest(root=...) is now EvalRequest(home=...)", DeprecationWarning, stacklevel=3)
-            if self.home is not None and Path(self.home) != Path(root):
-                raise InputError(f"EvalRequest got home={self.home} and root={root}: give home only")
-            object.__setattr__(self, "home", root)
+        object.__setattr__(self, "home", renamed_path("EvalRequest", "home", self.home, "root", root, stacklevel=4))
 
 
 @dataclass
@@ -85,6 +83,7 @@ class Prepared:
     profile: Any
     entry_id: str
     entry_path: Path
+    run_id: str = ""  # the entry id without the seed list: seeds done for (0,) are reused by (0, 1, 2)
 
     @property
     def method_cls(self) -> type:
@@ -92,7 +91,7 @@ class Prepared:
 
     @property
     def run_dir(self) -> Path:
-        return self.request.out / ".runs" / self.entry_id
+        return self.request.out / ".runs" / (self.run_id or self.entry_id)
 
 
 @dataclass
@@ -142,7 +141,13 @@ def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[st
     eps = "inf" if math.isinf(budget.epsilon) else f"{budget.epsilon:g}"
     snap = fd.manifest["name"].lower()
     kind = "--noise-free" if key.get("noise_free") else ""
-    return f"{method}--{snap}--{profile}--eps{eps}{kind}--{digest}".replace("+", "")[:128]
+    return bounded_id(f"{method}--{snap}--{profile}--eps{eps}{kind}".replace("+", ""), digest)
+
+
+def bounded_id(name: str, *digests: str) -> str:
+    """``name--d1--d2…`` in at most :data:`ID_LIMIT` characters: a long name is shortened, never a digest."""
+    tail = "".join(f"--{d}" for d in digests)
+    return name[:ID_LIMIT - len(tail)] + tail
 
 
 def prepare(request: EvalRequest) -> Prepared:
@@ -192,9 +197,10 @@ def prepare(request: EvalRequest) -> Prepared:
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
+    run_id = _entry_id(method_cls.name, fd, profile.name, budget, {k: v for k, v in key.items() if k != "seeds"})
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
-    return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path)
+    return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id)
 
 
 # -- one seed -------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -18,6 +19,10 @@ os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 # torch's OpenMP threads sleep instead of spinning when the 2 cores are shared (else steps can be 10-30x slower);
 # set here, before any test module imports torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Under pytest-xdist (the README's `-n auto`) the workers share the cores: each gets its share of torch threads,
+# set before any test module imports torch (subprocesses inherit it through the environment).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 
 def fixture_path(*parts: str) -> Path:
@@ -40,8 +45,21 @@ def lfb_home(tmp_path_factory, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_root(tmp_path_factory) -> Path:
-    """A folder shared by every test module of the session for expensive builds (demo snapshot, tiny models)."""
-    return tmp_path_factory.getbasetemp() / "lfb-shared-tiny"
+    """A folder shared by every test module of the session for expensive builds (demo snapshot, tiny models,
+    embedding and reference caches); under pytest-xdist one folder for all workers (xdist's documented pattern:
+    the workers' base folders share a parent), whose builds are serialised by :func:`built_once`."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lfb-shared-tiny"
+
+
+@contextlib.contextmanager
+def built_once(shared_root: Path, name: str):
+    """Hold the lock of the shared build ``name``: a second worker waits, then finds the caches the first wrote."""
+    from filelock import FileLock
+
+    shared_root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(shared_root / f".{name}.lock")):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +68,9 @@ def tiny(shared_root):
     from largefedbench.data.federated import load_snapshot
     from largefedbench.models import load_models
 
-    fd = load_snapshot("demo", root=shared_root)
-    return fd, load_models("tiny", fd, device="cpu", progress=False, root=shared_root), shared_root
+    with built_once(shared_root, "tiny"):
+        fd = load_snapshot("demo", root=shared_root)
+        return fd, load_models("tiny", fd, device="cpu", progress=False, root=shared_root), shared_root
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +84,9 @@ def cpu_llm(shared_root):
     from largefedbench.models.profiles import CPU
 
     quick = dataclasses.replace(CPU, downstream=dataclasses.replace(CPU.downstream, pretrain_steps=3))
-    fd = load_snapshot("demo", root=shared_root)
-    return fd, load_models(quick, fd, device="cpu", progress=False, root=shared_root), shared_root
+    with built_once(shared_root, "cpu-llm"):
+        fd = load_snapshot("demo", root=shared_root)
+        return fd, load_models(quick, fd, device="cpu", progress=False, root=shared_root), shared_root
 
 
 # -- helpers for method tests on the tiny bundle (import them: `from conftest import public_for, ...`) ----------

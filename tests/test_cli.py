@@ -69,6 +69,13 @@ def test_old_spellings_of_home_are_hidden_aliases_that_say_so(argv, old, capsys)
     if argv[0] in ("data", "leaderboard"):
         sub = sub._subparsers._group_actions[0].choices[argv[1]]
     assert old not in sub.format_help() and "--home DIR" in sub.format_help()
+    same = build_parser().parse_args([*argv, "--home", "/x", old, "/x"])  # both spellings, one folder: fine
+    assert same.home == Path("/x")
+    for both in (["--home", "/x", old, "/y"], [old, "/y", "--home", "/x"]):  # different folders: which one? refuse
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args([*argv, *both])
+        assert stop.value.code == 2 and "give --home only" in capsys.readouterr().err
 
 
 def test_out_is_the_board_folder_wherever_it_is_taken():

@@ -86,8 +86,26 @@ def test_prepare_resolves_the_config_and_a_stable_entry_id(lfb_home):
     c = prepare(EvalRequest(method="dp-fedavg", overrides={"rounds": "3"}, out=lfb_home / "b"))
     assert a.config.rounds == 2 and a.preset == "tiny"
     assert a.entry_id == b.entry_id != c.entry_id
+    one = prepare(EvalRequest(method="dp-fedavg", overrides={"rounds": "2"}, seeds=(0,), out=lfb_home / "b"))
+    assert one.entry_id != a.entry_id and one.run_dir == a.run_dir != c.run_dir  # seeds resume across seed lists
     assert a.entry_path == lfb_home / "b" / "entries" / "demo" / "dp-fedavg" / f"{a.entry_id}.json"
     assert a.budget.epsilon == 1.0 and a.budget.delta == 3e-6
+
+
+def test_a_long_snapshot_name_shortens_the_entry_id_but_never_its_config_digest():
+    from types import SimpleNamespace
+
+    from largefedbench.harness import _entry_id
+    from largefedbench.privacy import PrivacyBudget
+
+    fd = SimpleNamespace(manifest={"name": "biorxiv-" + "x" * 150})
+    ids = [_entry_id("popri", fd, "cpu", PrivacyBudget(4.0, 1e-6), {"rounds": r}) for r in (2, 3)]
+    assert all(len(i) == 128 and i.startswith("popri--biorxiv-x") for i in ids)
+    assert ids[0][-10:] != ids[1][-10:] and ids[0][:-12] == ids[1][:-12]  # only the digest tells them apart
+    from largefedbench.audit.run import Audit
+
+    audited = [Audit(canaries=100, inclusion_seed=0)._audit_id(i) for i in ids]
+    assert all(len(a) == 128 and f"--{i[-10:]}--audit-" in a for a, i in zip(audited, ids))
 
 
 def test_budget_errors_are_library_errors(lfb_home):

@@ -96,13 +96,19 @@ class Audit:
                 raise MethodError(f"method {prep.method_cls.name!r} releases a model but its config has no clip norm "
                                   "(`clip`), which model-update canaries are scaled to; it cannot be audited yet")
             self._clip = float(clip)
-        key = json.dumps([prep.entry_id, self.canaries, self.inclusion_seed], sort_keys=True)
-        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-        entry_id = f"{prep.entry_id[:110]}--audit-{digest}"
+        entry_id, run_id = (self._audit_id(i) for i in (prep.entry_id, prep.run_id or prep.entry_id))
         command = prep.request.command or self._command(prep)
         request = dataclasses.replace(prep.request, command=command)
-        return dataclasses.replace(prep, request=request, entry_id=entry_id,
+        return dataclasses.replace(prep, request=request, entry_id=entry_id, run_id=run_id,
                                    entry_path=prep.entry_path.with_name(f"{entry_id}.json"))
+
+    def _audit_id(self, plain_id: str) -> str:
+        """``<plain id>--audit-<digest of the canary settings>``, shortened in its name part, never a digest."""
+        from largefedbench.harness import bounded_id
+
+        key = json.dumps([plain_id, self.canaries, self.inclusion_seed], sort_keys=True)
+        name, _, plain_digest = plain_id.rpartition("--")
+        return bounded_id(name, plain_digest, f"audit-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
 
     def _command(self, prep) -> str:
         from largefedbench.harness import _command_for

@@ -141,6 +141,10 @@ def load_snapshot(ref: str | Path = "demo", *, root: Path | None = None) -> Fede
         path = build_demo(root=root, progress=False).path
     else:
         path = resolve_snapshot(ref, root)
+        if str(ref) == "demo":
+            from largefedbench.data.demo import check_demo_version
+
+            check_demo_version(path)
     return _load_folder(path)
 
 

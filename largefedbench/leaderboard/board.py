@@ -51,6 +51,11 @@ class Row:
         return epsilon_value(self.entry.privacy.epsilon)
 
     @property
+    def target_epsilon(self) -> float:
+        """The ε the run was calibrated for (a noise-free diagnostic's ε is ∞ whatever its target)."""
+        return epsilon_value(self.entry.privacy.target_epsilon)
+
+    @property
     def top1(self) -> float:
         return self.entry.metrics.next_token_accuracy.top1.mean
 
@@ -125,7 +130,7 @@ def build_board(reports: list[EntryReport]) -> Board:
         href = f"entries/{e.dataset.name}/{e.method.name}/{e.entry_id}.json"
         row = Row(e, report.status, href, [f.message for f in report.notes if f.check == "contamination"],
                   reproduction=report.reproduction)
-        row.bucket = bucket_of(row.epsilon)
+        row.bucket = bucket_of(row.target_epsilon if row.status == "diagnostic" else row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
                       (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic)
         groups.setdefault(group.key, group).rows.append(row)

@@ -112,5 +112,14 @@ NOTE = Column("why", "Why apart", "why the entry is not ranked", lambda r: "; ".
               lambda r: "; ".join(r.notes) or f"{len(r.entry.seeds)} seed(s)", numeric=False)
 
 
+TARGET = Column("target", "Target ε", "the ε the run's noise was calibrated for before it was switched off",
+                lambda r: r.target_epsilon, lambda r: _num(r.target_epsilon, 4))
+
+
 def columns_for(status: str) -> tuple[Column, ...]:
-    return COLUMNS if status == "ranked" else COLUMNS + (NOTE,)
+    """The ranked table's columns; other sections add why an entry is apart, diagnostics their target ε."""
+    cols = COLUMNS if status == "ranked" else COLUMNS + (NOTE,)
+    if status == "diagnostic":
+        at = next(i for i, c in enumerate(cols) if c.key == "epsilon") + 1
+        cols = cols[:at] + (TARGET,) + cols[at:]
+    return cols

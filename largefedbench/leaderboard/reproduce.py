@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.leaderboard.check_privacy import epsilon_matches
 from largefedbench.leaderboard.files import EntryFile, board_of
@@ -155,11 +156,12 @@ def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> l
 
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
               out: Path | None = None, progress: bool = False,
-              log: Callable[[str], None] | None = None) -> ReproduceResult:
+              log: Callable[[str], None] | None = None, root: Path | None = None) -> ReproduceResult:
     """Re-run the entry at ``path`` (snapshots and caches from the LargeFedBench ``home``, default ``$LFB_HOME``)
-    and compare; raises :class:`InputError` if the entry is not valid."""
+    and compare; raises :class:`InputError` if the entry is not valid. ``root`` is the deprecated name of ``home``."""
     from largefedbench.harness import run_eval
 
+    home = renamed_path("reproduce", "home", home, "root", root)
     path = Path(path)
     report = validate_entry_file(EntryFile(path, board_of(path)))
     if not report.valid:

@@ -206,9 +206,13 @@ def _check_same(report: SmokeReport, a: _Run, b: _Run) -> None:
 
 
 def smoke(method: str, *, epsilon: float | None = None, delta: float | None = None,
-          overrides: dict[str, str] | None = None, seed: int = 0, dataset: str = "demo", root: Path | None = None,
-          log: Callable[[str], None] | None = None) -> SmokeReport:
-    """Smoke-test ``method`` (a registered name, ``module:Class`` or ``file.py:Class``); see the module docstring."""
+          overrides: dict[str, str] | None = None, seed: int = 0, dataset: str = "demo", home: Path | None = None,
+          log: Callable[[str], None] | None = None, root: Path | None = None) -> SmokeReport:
+    """Smoke-test ``method`` (a registered name, ``module:Class`` or ``file.py:Class``) with the snapshots and caches
+    of ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name); see the module docstring."""
+    from largefedbench.deprecation import renamed_path
+
+    home = renamed_path("smoke", "home", home, "root", root)
     from largefedbench.errors import LfbError
     from largefedbench.harness import EvalRequest, _Evaluator, prepare
     from largefedbench.models import load_models
@@ -223,12 +227,12 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
         try:
             prep = prepare(EvalRequest(method=method, dataset=dataset, epsilon=epsilon, delta=delta, profile="tiny",
                                        seeds=(seed,), overrides=dict(overrides or {}), preset="tiny",
-                                       out=Path(tmp) / "board", home=root, progress=False))
+                                       out=Path(tmp) / "board", home=home, progress=False))
         except LfbError as exc:
             report.add("request", False, str(exc))
             return report
         log("loading the demo snapshot's tiny models (built and cached on first use)")
-        bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, root=root)
+        bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, root=home)
         evaluator = _Evaluator(prep, bundle, log)
         runs = []
         for k in (1, 2):

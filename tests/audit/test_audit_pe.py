@@ -51,7 +51,6 @@ def test_noise_forced_off_is_caught(tiny, monkeypatch):
 
 
 def test_correct_dp_stays_below_its_claim(tiny):
-    for seed in (0, 1):
-        result = audit_run(tiny, seed)
-        assert result["scores_in"]["std"] > 0
-        assert result["epsilon_lower_bound"] <= EPSILON
+    result = audit_run(tiny, seed=1)  # bound 0 on seeds 0 and 1 when measured; one seed keeps the suite short
+    assert result["scores_in"]["std"] > 0
+    assert result["epsilon_lower_bound"] <= EPSILON

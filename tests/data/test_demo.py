@@ -90,3 +90,26 @@ def test_version_2_is_version_1_four_months_later_after_the_offline_generators_c
     assert max(days) <= DEMO_WINDOW.until and add_months(dt.date(2024, 8, 31), 4) == dt.date(2024, 12, 31)
     assert after_cutoff(DEMO_WINDOW.since, CPU.generator.id) is True
     assert after_cutoff(LEXICON_WINDOW.since, CPU.generator.id) is False  # version 1 was not: why it moved
+
+
+def test_a_demo_folder_from_an_older_generator_version_is_refused_with_what_to_do(lfb_home, capsys):
+    import shutil
+
+    import pytest
+    from largefedbench.cli import main
+    from largefedbench.errors import SnapshotError
+
+    small = build_demo(n_clients=60, progress=False).path
+    old = small.parent / "demo"  # what an older release left in $LFB_HOME
+    shutil.copytree(small, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    for source in manifest["sources"].values():
+        source["generator_version"] = "1"
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SnapshotError, match=r"demo generator version 1.*Move or delete that folder.*lfb data demo"):
+        load_snapshot("demo")
+    assert main(["data", "demo", "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "version 1" in err and "--name" not in err and "Traceback" not in err
+    shutil.rmtree(old)
+    assert load_snapshot("demo").manifest["sources"]["demo-biorxiv"]["generator_version"] == "2"  # rebuilt

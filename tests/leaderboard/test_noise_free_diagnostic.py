@@ -18,6 +18,7 @@ from largefedbench.federation import Federation, clip_rows
 from largefedbench.harness import EvalRequest, prepare, run_eval
 from largefedbench.leaderboard.board import build_board
 from largefedbench.leaderboard.files import EntryFile, board_of
+from largefedbench.leaderboard.markdown import render_markdown
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
 from largefedbench.privacy.mechanisms import Gaussian, TreeAggregation, TreePrefixSum
 
@@ -67,6 +68,10 @@ def test_the_noise_free_entry_is_a_valid_diagnostic_with_infinite_epsilon(noise_
     board = build_board([report])
     assert [r.status for r in board.rows] == ["diagnostic"] and board.rows[0].rank is None
     assert "1 diagnostic" in board.counts_text()
+    # bucketed by the ε it was calibrated for, not with the ε = ∞ references, and the table shows that target
+    assert board.rows[0].bucket == "ε ≤ 1" and board.groups[0].tables("diagnostic")[0][0] == "ε ≤ 1"
+    table = [line for line in render_markdown(board, {}).splitlines() if line.startswith("|")]
+    assert "| ε | Target ε |" in table[0] and "| ∞ | 1 |" in table[2]
 
 
 def test_a_diagnostic_whose_ledger_was_noised_is_rejected(noise_free, produced, tmp_path):

@@ -49,7 +49,7 @@ def test_lfb_methods_lists_the_plugin_by_its_distribution(example_plugin, capsys
 )
 def test_a_broken_method_fails_the_check_that_names_its_fault(cls, check, message, tiny):
     _fd, _bundle, root = tiny
-    report = smoke(f"{BROKEN}:{cls}", root=root)
+    report = smoke(f"{BROKEN}:{cls}", home=root)
     assert not report.ok
     failed = [c for c in report.checks if not c.ok]
     assert any(c.name == check and message in c.detail for c in failed), report.format()
