@@ -1,0 +1,151 @@
+"""Natural prose for the demo's records, written by a real LLM (issue 11: the templated demo is out of an LLM's reach).
+
+The templated demo is a closed world: a downstream model pretrained on its public split scores top-1 0.73 on its
+private text but 0.01 on real bioRxiv abstracts and 0.03 on what SmolLM2 writes, so no synthetic-data method with a
+real LLM can beat the public model on it. This module writes, for every demo record, a continuation by a causal LM
+of a prompt made from the record's metadata only (kind, category or chamber, date, title, a speech's opening line),
+so the text is natural prose on the record's topic and the topics still drift as the demo's do: private-window
+topics never appear in the public split.
+
+The texts are written once, appended to a JSONL file batch by batch (a killed run resumes at the first unfinished
+batch, with the same random stream), and shipped with the package; building the demo never runs an LLM.
+
+    python -m largefedbench.data.demo_writer --out demo-prose.jsonl [--limit N] [--home DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from largefedbench.data.records import Record
+from largefedbench.errors import InputError
+
+WRITER_VERSION = "1"
+BATCH = 32  # records per generation batch: the unit of resumption and of the random stream
+MAX_NEW_TOKENS = 96
+TEMPERATURE, TOP_P = 0.8, 0.95
+MIN_WORDS = 12  # shorter continuations are kept but flagged in the file (``short``), never silently dropped
+
+_HEADERS = {
+    "USA": "Congressional Record, {chamber}, {date:%B} {date.day}, {date.year}.\n{speaker}. {opening}",
+    "GBR": "Hansard, {chamber}, {date.day} {date:%B} {date.year}.\n{speaker}: {opening}",
+    "CAN": "House of Commons Debates (Canada), {date:%B} {date.day}, {date.year}.\n{speaker}: {opening}",
+}
+
+
+def opening_sentence(text: str) -> str:
+    """The first sentence of a templated speech (its greeting and topic), the fixed start of the written one."""
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def writer_prompt(record: Record) -> str:
+    """The prompt a record's text continues: metadata only, never another record's text."""
+    date = dt.date.fromisoformat(record.date)
+    if record.source.endswith("biorxiv"):
+        return f"bioRxiv preprint ({record.category}), {date.year}.\nTitle: {record.title}\nAbstract:"
+    header = _HEADERS.get(record.country)
+    if header is None:
+        raise InputError(f"record {record.id}: no speech header for country {record.country!r}")
+    return header.format(chamber=record.chamber, date=date, speaker=record.speaker, opening=opening_sentence(record.text))
+
+
+def written_text(record: Record, continuation: str) -> str:
+    """The record's new text: a speech keeps its opening line; the continuation is cut after its last full sentence."""
+    body = " ".join(continuation.split())
+    end = max(body.rfind(". "), body.rfind("? "), body.rfind("! "))
+    if body[-1:] in ".?!":
+        end = len(body) - 1
+    body = body[: end + 1] if end > 0 else body
+    if record.source.endswith("biorxiv"):
+        return body
+    return f"{opening_sentence(record.text)} {body}".strip()
+
+
+def read_done(path: Path) -> dict[str, dict]:
+    """The rows already written (a torn last line from a kill is ignored)."""
+    rows: dict[str, dict] = {}
+    if not path.is_file():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        rows[row["id"]] = row
+    return rows
+
+
+def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed: int = 0, batch_size: int = BATCH,
+                progress: bool = True) -> dict[str, dict]:
+    """Write every record's text to ``out`` (JSONL, one row per record), resuming where a previous run stopped.
+
+    Batches are fixed slices of ``records`` with seed ``seed_for(seed, batch index)``, so a resumed run writes what
+    an uninterrupted one would. Returns all rows by record id."""
+    from tqdm.auto import tqdm
+
+    from largefedbench.synthetic.generation import generate_flat, seed_for
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = read_done(out)
+    batches = [records[i : i + batch_size] for i in range(0, len(records), batch_size)]
+    bar = tqdm(total=len(records), desc="writing demo prose", disable=not progress, initial=len(done))
+    torn = out.is_file() and out.stat().st_size and not out.read_bytes().endswith(b"\n")
+    with out.open("a", encoding="utf-8") as fh:
+        if torn:
+            fh.write("\n")  # end a line a kill tore, so the next row starts a line of its own
+        for index, batch in enumerate(batches):
+            new = sum(1 for r in batch if r.id not in done)
+            if not new:
+                continue
+            continuations = generate_flat(model, tokenizer, [writer_prompt(r) for r in batch], max_new_tokens=MAX_NEW_TOKENS,
+                                          temperature=TEMPERATURE, top_p=TOP_P, batch_size=batch_size,
+                                          seed=seed_for(seed, index), stop=())
+            lines = []
+            for record, continuation in zip(batch, continuations):
+                text = written_text(record, continuation)
+                row = {"id": record.id, "text": text, "batch": index, "writer_version": WRITER_VERSION}
+                if len(text.split()) < MIN_WORDS:
+                    row["short"] = True
+                done[record.id] = row
+                lines.append(json.dumps(row, ensure_ascii=False))
+            fh.write("\n".join(lines) + "\n")  # one write per batch, then to disk: a kill loses at most this batch
+            fh.flush()
+            os.fsync(fh.fileno())
+            bar.update(new)
+    bar.close()
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from largefedbench.data.demo import demo_records
+    from largefedbench.models.gguf import prepare_gguf_model
+    from largefedbench.models.profiles import SMOLLM2_135M
+
+    parser = argparse.ArgumentParser(prog="python -m largefedbench.data.demo_writer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="the JSONL file to write (appended to; resumes)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N records (a trial)")
+    parser.add_argument("--home", type=Path, default=None, help="LargeFedBench home of the converted model cache")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, _hit, _info = prepare_gguf_model(SMOLLM2_135M, root=args.home)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    records = demo_records()[: args.limit]
+    rows = write_texts(records, model, tokenizer, args.out, seed=args.seed)
+    short = sum(1 for r in rows.values() if r.get("short"))
+    print(f"{len(rows)} texts in {args.out} ({short} shorter than {MIN_WORDS} words)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
