@@ -22,24 +22,38 @@ such releases are counted and skipped. Methods whose releases are scored say so 
 
 from __future__ import annotations
 
+import hashlib
+import io
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from largefedbench.client_views import ClientStore, chunk_view
+from largefedbench.io import atomic_write_bytes
 
 SCORE = ("smallest over the run's batched releases (noised sums) of the inner product of the release with the "
          "canary's clipped vector under that release's own client function, divided by clip²")
 
 
 class ReleaseScores:
-    """``Federation.on_release`` for text canaries: every canary's inner product with every batched release."""
+    """``Federation.on_release`` for text canaries: every canary's inner product with every batched release.
 
-    def __init__(self, canaries: ClientStore, n_canaries: int) -> None:
+    With ``path`` (in the seed's run folder) the rows are saved after every scored release and loaded on start, so a
+    killed and resumed seed scores the releases made before the kill too. A release re-made after the resume is the
+    same noised sum (the same seeds), recognised by its digest and counted once."""
+
+    def __init__(self, canaries: ClientStore, n_canaries: int, path: Path | None = None) -> None:
         self.canaries = canaries
         self.n = int(n_canaries)
         self.per_release: list[np.ndarray] = []  # one (m,) row per scored release
+        self.digests: list[str] = []  # of each scored release's noised sum
         self.skipped = 0
+        self.path = path
+        if path is not None and path.is_file():
+            with np.load(path) as saved:
+                self.per_release = list(saved["rows"])
+                self.digests = [str(d) for d in saved["digests"]]
 
     @property
     def scored(self) -> int:
@@ -57,6 +71,19 @@ class ReleaseScores:
             return
         from largefedbench.federation import clip_rows
 
+        release = np.asarray(noisy, dtype=np.float64).reshape(-1)
+        digest = hashlib.sha256(release.tobytes()).hexdigest()
+        if digest in self.digests:
+            return  # made again after a resume: already scored
         view = chunk_view(self.canaries, np.arange(len(self.canaries.ids)), round_=round_, fed_seed=fed_seed)
         rows = clip_rows(np.asarray(client_fn(view), dtype=np.float64).reshape(len(view), -1), clip)
-        self.per_release.append(rows @ np.asarray(noisy, dtype=np.float64).reshape(-1) / clip**2)
+        self.per_release.append(rows @ release / clip**2)
+        self.digests.append(digest)
+        if self.path is not None:
+            self._save()
+
+    def _save(self) -> None:
+        """Atomically: the rows and digests so far (temp file + rename)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, rows=np.stack(self.per_release), digests=np.asarray(self.digests))
+        atomic_write_bytes(self.path, buffer.getvalue())

@@ -141,7 +141,9 @@ class Audit:
             canaries = canary_split(plan, ev.prep.fd.train)
             vectors = embed([s for j in range(plan.m) for s in plan.texts(j)], ev.bundle.embedder).astype(base.dtype)
             store = ClientStore(canaries, SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(canaries.span_counts())])))
-            self._releases = fed.on_release = ReleaseScores(store, plan.m)
+            run_dir = getattr(ev.prep, "run_dir", None)  # the seed's folder: scores survive a kill and resume
+            path = None if run_dir is None else run_dir / f"seed-{seed}" / "audit-release-scores.npz"
+            self._releases = fed.on_release = ReleaseScores(store, plan.m, path)
         return fed
 
     def score(self, artifact, bundle, seed: int) -> dict[str, Any]:
