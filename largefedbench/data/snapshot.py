@@ -188,8 +188,8 @@ def _write_folder(tmp: Path, splits: dict[str, list[dict[str, Any]]], manifest: 
 
 
 def root_label(root: Path | None) -> str:
-    """How the user named the root folder, for messages: ``--out DIR`` or ``LFB_HOME=DIR``."""
-    return f"--out {root}" if root is not None else f"LFB_HOME={lfb_home()}"
+    """How the user named the home folder, for messages: ``--home DIR`` or ``LFB_HOME=DIR``."""
+    return f"--home {root}" if root is not None else f"LFB_HOME={lfb_home()}"
 
 
 def check_snapshot_name(name: str) -> None:
@@ -290,7 +290,7 @@ def rebuild_hint(path: Path, manifest: dict[str, Any] | None = None) -> str:
     path = Path(path)
     m = manifest or {}
     root = path.parent.parent if path.parent.name == "snapshots" else None
-    out = [] if root is None or root.resolve() == lfb_home().resolve() else ["--out", str(root)]
+    out = [] if root is None or root.resolve() == lfb_home().resolve() else ["--home", str(root)]
     window, sources = m.get("window") or {}, m.get("sources") or {}
     if m.get("synthetic") or m.get("dataset") == "demo" or (not m and path.name.startswith("demo")):
         cmd = ["lfb", "data", "demo", *out]
