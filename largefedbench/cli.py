@@ -47,7 +47,12 @@ def cmd_data_demo(args) -> int:
 
     label = f"--home {args.home}" if args.home is not None else f"LFB_HOME={lfb_home()}"
     check_writable_dir(snapshots_dir(args.home), label)  # before generating the records
-    result = build_demo(root=args.home, progress=not args.quiet)
+    if args.prose:
+        from largefedbench.data.demo_prose import build_prose_demo
+
+        result = build_prose_demo(root=args.home, progress=not args.quiet)
+    else:
+        result = build_demo(root=args.home, progress=not args.quiet)
     info = snapshot_info(load_snapshot(result.path))
     if args.json:
         _print_json(info)
@@ -236,7 +241,7 @@ def cmd_eval(args) -> int:
         print("lfb eval: no --dataset or --profile given: running on the offline demo snapshot with the tiny profile "
               "(CPU-sized models; the numbers check the pipeline, they are not paper numbers)", file=sys.stderr)
     request = EvalRequest(
-        method=args.method, dataset=args.dataset or "demo", epsilon=args.epsilon, delta=args.delta,
+        method=args.method, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
@@ -278,7 +283,7 @@ def cmd_audit(args) -> int:
     results = []
     for eps in args.epsilon or [None]:
         request = EvalRequest(
-            method=args.method, dataset=args.dataset or "demo", epsilon=eps, delta=args.delta,
+            method=args.method, dataset=args.dataset, epsilon=eps, delta=args.delta,
             profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
             preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         )
@@ -529,6 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")
     p = dsub.add_parser("demo", help="build (deterministically, offline) and show the synthetic demo snapshot")
     _add_common(p)
+    p.add_argument("--prose", action="store_true", help="the demo-prose snapshot instead: the demo's records with "
+                   "text a real LLM wrote (shipped; the cpu profile's default dataset)")
     p.set_defaults(func=cmd_data_demo)
     p = dsub.add_parser("list", help="list the snapshots under $LFB_HOME")
     _add_common(p)
@@ -622,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags `lfb eval` and `lfb audit` share: where the run reads, what it runs with, where it writes."""
-    p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: demo)")
+    p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: the offline demo; demo-prose with --profile cpu)")
     p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
     p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), small (one GPU) "
                    "or paper (default: tiny)")

@@ -49,7 +49,7 @@ class EvalRequest:
     """What ``lfb eval`` was asked to do."""
 
     method: str
-    dataset: str = "demo"
+    dataset: str | None = None  # default: default_dataset(profile), an offline demo snapshot
     epsilon: float | None = None
     delta: float | None = None
     profile: str = "tiny"
@@ -68,6 +68,8 @@ class EvalRequest:
 
     def __post_init__(self, root: Path | None) -> None:
         object.__setattr__(self, "home", renamed_path("EvalRequest", "home", self.home, "root", root, stacklevel=4))
+        if self.dataset is None:
+            object.__setattr__(self, "dataset", default_dataset(self.profile))
 
 
 @dataclass
@@ -134,6 +136,12 @@ def _budget_for(method_cls: type, epsilon: float | None, delta: float | None) ->
         raise PrivacyError("--epsilon inf is the non-private reference: --method non-private (every entry carries "
                            "it as a reference).")
     return PrivacyBudget(epsilon, check_delta(delta, name="--delta", example=DEFAULT_DELTA))
+
+
+def default_dataset(profile: str) -> str:
+    """The offline snapshot a profile runs on when no dataset is named: ``demo-prose`` (text a real LLM can write)
+    for ``cpu``, whose generator is a real LLM; the templated ``demo`` otherwise."""
+    return "demo-prose" if profile == "cpu" else "demo"
 
 
 def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[str, Any]) -> str:

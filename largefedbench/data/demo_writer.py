@@ -10,13 +10,15 @@ topics never appear in the public split.
 The texts are written once, appended to a JSONL file batch by batch (a killed run resumes at the first unfinished
 batch, with the same random stream), and shipped with the package; building the demo never runs an LLM.
 
-    python -m largefedbench.data.demo_writer --out demo-prose.jsonl [--limit N] [--home DIR]
+    python -m largefedbench.data.demo_writer --out demo-prose.jsonl [--limit N] [--home DIR] [--pack FILE.jsonl.gz]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from largefedbench.data.records import Record
 from largefedbench.errors import InputError
+from largefedbench.io import atomic_write_bytes
 
 WRITER_VERSION = "1"
 BATCH = 32  # records per generation batch: the unit of resumption and of the random stream
@@ -123,6 +126,19 @@ def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed:
     return done
 
 
+def pack(rows: dict[str, dict], records: Sequence[Record], out: Path) -> str:
+    """Write the texts of ``records`` (in their order: id and text only) as a byte-reproducible gzipped JSONL (no
+    timestamp in the header); returns its sha256. Every record must have a text."""
+    missing = [r.id for r in records if r.id not in rows]
+    if missing:
+        raise InputError(f"{len(missing)} of {len(records)} records have no text yet (first: {missing[0]}); run the "
+                         "writer again, it resumes")
+    lines = "".join(json.dumps({"id": r.id, "text": rows[r.id]["text"]}, ensure_ascii=False) + "\n" for r in records)
+    data = gzip.compress(lines.encode("utf-8"), compresslevel=9, mtime=0)
+    atomic_write_bytes(out, data)
+    return hashlib.sha256(data).hexdigest()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from largefedbench.data.demo import demo_records
     from largefedbench.models.gguf import prepare_gguf_model
@@ -133,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N records (a trial)")
     parser.add_argument("--home", type=Path, default=None, help="LargeFedBench home of the converted model cache")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pack", type=Path, default=None, metavar="GZ",
+                        help="then write the finished texts as the shipped gzipped JSONL GZ (needs every record)")
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -144,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = write_texts(records, model, tokenizer, args.out, seed=args.seed)
     short = sum(1 for r in rows.values() if r.get("short"))
     print(f"{len(rows)} texts in {args.out} ({short} shorter than {MIN_WORDS} words)")
+    if args.pack is not None:
+        print(f"packed into {args.pack}: sha256 {pack(rows, records, args.pack)}")
     return 0
 
 

@@ -139,6 +139,11 @@ def load_snapshot(ref: str | Path = "demo", *, root: Path | None = None) -> Fede
 
         log.info("the demo snapshot is not built yet; building it now")
         path = build_demo(root=root, progress=False).path
+    elif str(ref) == "demo-prose" and not (snapshots_dir(root) / "demo-prose" / "manifest.json").is_file():
+        from largefedbench.data.demo_prose import build_prose_demo
+
+        log.info("the demo-prose snapshot is not built yet; building it now")
+        path = build_prose_demo(root=root, progress=False).path
     else:
         path = resolve_snapshot(ref, root)
         if str(ref) == "demo":

@@ -293,7 +293,7 @@ def rebuild_hint(path: Path, manifest: dict[str, Any] | None = None) -> str:
     out = [] if root is None or root.resolve() == lfb_home().resolve() else ["--home", str(root)]
     window, sources = m.get("window") or {}, m.get("sources") or {}
     if m.get("synthetic") or m.get("dataset") == "demo" or (not m and path.name.startswith("demo")):
-        cmd = ["lfb", "data", "demo", *out]
+        cmd = ["lfb", "data", "demo", *(["--prose"] if path.name.startswith("demo-prose") else []), *out]
     elif window.get("since") and window.get("until") and sources:
         cmd = ["lfb", "refresh", "--sources", ",".join(sources), "--since", str(window["since"]),
                "--until", str(window["until"]), "--name", path.name, *out]

@@ -1,6 +1,6 @@
 """Snapshots the leaderboard knows by content hash, so validation can tell a known snapshot from an edited or
-unknown hash without the data. A snapshot is added when it is published (e.g. to the hub); the demo is built
-deterministically by `lfb data demo`, and tests check that its hash here is the one the build gives."""
+unknown hash without the data. A snapshot is added when it is published (e.g. to the hub); the demos are built
+deterministically by `lfb data demo [--prose]`, and tests check that their hashes here are the ones the builds give."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ KNOWN_SNAPSHOTS: tuple[KnownSnapshot, ...] = (
                   "`lfb data demo` (synthetic, built offline and deterministically; demo version 2: window from 2025-01)"),
     KnownSnapshot("demo", "demo", "819a9ec8e51eaef0c7caca79d72db68d670b6a5a8eeda55078e82fe0859a4c2d",
                   "demo version 1 (window from 2024-09; lfb 0.1.0 before the demo moved 4 months later)"),
+    KnownSnapshot("demo-prose", "demo", "376f5873e94e735d0feac9234744c1419b05e59119b7f57274bacd2cab76cd2b",
+                  "`lfb data demo --prose` (synthetic: demo version 2's records with text SmolLM2-135M wrote, shipped "
+                  "as largefedbench/data/demo_prose.jsonl.gz)"),
 )
 
 

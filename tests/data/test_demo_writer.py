@@ -61,3 +61,18 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(tmp_path, monk
     assert len(calls) == 2  # batches 1 and 2 only
     assert {k: v["text"] for k, v in resumed.items()} == {k: v["text"] for k, v in whole.items()}
     assert {k: v["text"] for k, v in read_done(killed).items()} == {k: v["text"] for k, v in whole.items()}
+
+
+def test_pack_is_byte_reproducible_in_record_order_and_refuses_gaps(tmp_path, monkeypatch):
+    from largefedbench.data.demo_prose import read_prose
+    from largefedbench.data.demo_writer import pack
+    from largefedbench.errors import InputError
+
+    records = demo_records(6)
+    monkeypatch.setattr(generation, "generate_flat", fake_generate([]))
+    rows = write_texts(records, None, None, tmp_path / "w.jsonl", batch_size=4, progress=False)
+    first, again = pack(rows, records, tmp_path / "a.jsonl.gz"), pack(dict(reversed(rows.items())), records, tmp_path / "b.jsonl.gz")
+    assert first == again and (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    assert list(read_prose(tmp_path / "a.jsonl.gz")) == [r.id for r in records]
+    with pytest.raises(InputError, match="1 of 6 records have no text yet"):
+        pack({k: v for k, v in rows.items() if k != records[5].id}, records, tmp_path / "c.jsonl.gz")
