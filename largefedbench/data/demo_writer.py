@@ -99,7 +99,11 @@ def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed:
     done = read_done(out)
     batches = [records[i : i + batch_size] for i in range(0, len(records), batch_size)]
     bar = tqdm(total=len(records), desc="writing demo prose", disable=not progress, initial=len(done))
-    torn = out.is_file() and out.stat().st_size and not out.read_bytes().endswith(b"\n")
+    torn = False
+    if out.is_file() and out.stat().st_size:
+        with out.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
     with out.open("a", encoding="utf-8") as fh:
         if torn:
             fh.write("\n")  # end a line a kill tore, so the next row starts a line of its own
@@ -155,8 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, _hit, _info = prepare_gguf_model(SMOLLM2_135M, root=args.home)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.padding_side = "left"
+    tokenizer = AutoTokenizer.from_pretrained(folder)  # generate_ids pads on the left itself
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     records = demo_records()[: args.limit]
     rows = write_texts(records, model, tokenizer, args.out, seed=args.seed)
