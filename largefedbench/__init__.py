@@ -1,3 +1,3 @@
 """LargeFedBench: private federated learning of text models with LLMs, benchmarked."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -77,6 +77,9 @@ class Method:
     fixed_epsilon: ClassVar[float | None] = None
     #: do the method's client functions (``fed.private_sum``) need the cached span embeddings of the private train clients?
     needs_span_embeddings: ClassVar[bool] = False
+    #: settings the Config no longer has, each with why it went: ``lfb leaderboard reproduce`` re-runs an older entry
+    #: without them (with a note) instead of refusing it; only for settings whose removal leaves results unchanged.
+    retired_settings: ClassVar[dict[str, str]] = {}
 
     def train(self, fed, public: PublicResources, cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -35,15 +35,12 @@ from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.synthetic.dp_finetune import (
-    AdapterVector,
-    DPFedAvg,
-    FedAvgServer,
     conditional_prompt,
     generator_update,
     pretrain_on_public,
     require_private_budget,
-    train_adapter,
 )
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
@@ -117,8 +114,8 @@ class CTCLConfig:
                    public_pretrain_lr=1e-2, dp_steps=3, clients_per_round=100, server_lr=1e-2, local_batch_size=8,
                    max_len=80, lora_rank=4, lora_alpha=8, n_synthetic=120, max_new_tokens=40)
 
-    def fedavg(self, n_clients: int) -> DPFedAvg:
-        return DPFedAvg(rounds=self.dp_steps, clients_per_round=min(self.clients_per_round, n_clients), clip=self.clip,
+    def fedavg(self, n_clients: int) -> FedAvgSettings:
+        return FedAvgSettings(rounds=self.dp_steps, clients_per_round=min(self.clients_per_round, n_clients), clip=self.clip,
                         client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,
                         max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam", max_len=self.max_len)
 
@@ -236,9 +233,9 @@ class CTCL(Method):
                 return []
             return [topics.condition(int(t)) for t in topics.client_topics(chunk.embeddings, chunk.owner, len(chunk))]
 
-        server = FedAvgServer(AdapterVector(model), settings)
-        update = generator_update(server.adapter, tok, settings, seed=public.seed, prefixes=conditions)
-        history = train_adapter(fed, public, server, sigma, update, desc="ctcl: DP generator",
+        server = settings.server(FlatParams(model))
+        update = generator_update(server.flat, tok, settings, seed=public.seed, prefixes=conditions)
+        history = train_adapter(fed, public, settings, server, sigma, update, desc="ctcl: DP generator",
                                 download_floats=topics.size)
 
         cohort = fed.everyone()

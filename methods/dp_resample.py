@@ -34,15 +34,12 @@ from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.synthetic.dp_finetune import (
-    AdapterVector,
-    DPFedAvg,
-    FedAvgServer,
     conditional_prompt,
     generator_update,
     lora_generator,
     require_private_budget,
-    train_adapter,
 )
 from largefedbench.synthetic.generation import generate_flat, seed_for
 from largefedbench.synthetic.histograms import (
@@ -112,10 +109,10 @@ class DPResampleConfig:
                    lora_alpha=8, max_new_tokens=40, pool_size=240, max_pool_size=360, pool_growth=120, n_buckets=8,
                    kmeans_n_init=2, kmeans_max_iter=100, n_synthetic=120)
 
-    def fedavg(self, n_clients: int) -> DPFedAvg:
+    def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The DP-FedAvg settings: int(epochs·N/B) rounds of B expected clients (App. F.4's step count)."""
         per_round = min(self.clients_per_round, n_clients)
-        return DPFedAvg(rounds=max(1, int(self.epochs * n_clients / per_round)), clients_per_round=per_round,
+        return FedAvgSettings(rounds=max(1, int(self.epochs * n_clients / per_round)), clients_per_round=per_round,
                         clip=self.clip, client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,
                         max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam", max_len=self.max_len)
 
@@ -140,8 +137,8 @@ class DPInstructionResampling(Method):
         sigma = budget.calibrate(plan, n_clients=n)
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, attention_only=True)
-        server = FedAvgServer(AdapterVector(model), settings)
-        history = train_adapter(fed, public, server, sigma, generator_update(server.adapter, tok, settings, seed=public.seed),
+        server = settings.server(FlatParams(model))
+        history = train_adapter(fed, public, settings, server, sigma, generator_update(server.flat, tok, settings, seed=public.seed),
                                 desc="dp-resample: DP generator")
 
         pool = self._generate(model, tok, cfg, cfg.pool_size, public, part=0)

@@ -60,14 +60,9 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.synthetic.dp_finetune import (
-    CHUNK_CLIENTS,
-    AdapterVector,
-    DPFedAvg,
-    local_updates,
-    lora_generator,
-    require_private_budget,
-)
+from largefedbench.run.rounds import RoundsLoop
+from largefedbench.fedtrain import CHUNK_CLIENTS, FedAvgSettings, FlatParams, local_updates
+from largefedbench.synthetic.dp_finetune import lora_generator, require_private_budget
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for
 from largefedbench.synthetic.prompts import build_prompts
@@ -143,9 +138,9 @@ class FedBisConfig:
         on 6 pairs each, a 64-pair pool, 36 DPO pairs, 120 samples."""
         return cls(**_TINY)
 
-    def fedavg(self, n_clients: int) -> DPFedAvg:
+    def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The local training (K AdamW steps over the client's pairs in both orders) and the Poisson rate."""
-        return DPFedAvg(rounds=self.rounds, clients_per_round=self.sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
+        return FedAvgSettings(rounds=self.rounds, clients_per_round=self.sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
                         local_epochs=max(1, math.ceil(self.local_steps * self.local_batch_size /
                                                       max(2 * self.pairs_per_client, 1))),
                         local_batch_size=self.local_batch_size, max_local_steps=self.local_steps,
@@ -309,10 +304,10 @@ class SelectorUpdate:
     batch order comes from its own generator (``chunk.rng(i, 0x5E1)``: federation seed, round, client id), so neither
     the executor nor the chunking changes the sum."""
 
-    adapter: AdapterVector
+    adapter: FlatParams
     task: SelectorTask
     pool: PairPool
-    settings: DPFedAvg
+    settings: FedAvgSettings
     weights: list[torch.Tensor]  # the broadcast selectors
     slots: list[int]  # the selectors trained this round, one slot each
     selector_of: dict[str, int]  # public: each cohort client's selector
@@ -337,7 +332,7 @@ class SelectorUpdate:
             self.adapter.set(self.weights[u])
             clients = [self.task.examples(pairs[i, :k], labels[i, :k]) for i in rows]
             out[rows, slot * d : (slot + 1) * d] = local_updates(
-                self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings, [rngs[i] for i in rows])
+                self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings.local, [rngs[i] for i in rows])
         return out
 
 
@@ -450,7 +445,7 @@ class FedBis(Method):
                               f"{cfg.pairs_per_client + cfg.validation_pairs}; raise pool_pairs or lower pairs_per_client")
         task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens)
         selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
-        run = _SelectorTraining(self, fed, public, cfg, pool, task, AdapterVector(selector), sigma, sigma_g)
+        run = _SelectorTraining(self, fed, public, cfg, pool, task, FlatParams(selector), sigma, sigma_g)
         run.train()
 
         dpo, labels_info = self._rlhf(generator, tok, examples, cfg, public, run)
@@ -553,19 +548,27 @@ class FedBiscuit(FedBis):
         return events
 
 
+@dataclass
+class SelectorState:
+    """The selector rounds' state: every selector's adapter weights, each client's selector (a function of the noisy
+    grouping release) and the public group sizes (⌈n/U⌉ or ⌊n/U⌋ each)."""
+
+    weights: list[torch.Tensor]
+    group: np.ndarray | None
+    sizes: np.ndarray | None
+
+
 class _SelectorTraining:
     """Runs the selector rounds of FedBis (U = 1) or FedBiscuit's schedule with per-round checkpoints."""
 
-    def __init__(self, method: FedBis, fed, public, cfg, pool: PairPool, task: SelectorTask, adapter: AdapterVector,
+    def __init__(self, method: FedBis, fed, public, cfg, pool: PairPool, task: SelectorTask, adapter: FlatParams,
                  sigma: float, sigma_g: float) -> None:
         self.method, self.fed, self.public, self.cfg = method, fed, public, cfg
         self.pool, self.task, self.adapter = pool, task, adapter
         self.sigma, self.sigma_g = sigma, sigma_g
         self.n_sel = method.n_selectors(cfg)
         self.settings = cfg.fedavg(fed.n_clients)
-        self.weights = [adapter.get() for _ in range(self.n_sel)]
-        self.group: np.ndarray | None = None  # each client's selector (a function of the noisy release)
-        self.sizes: np.ndarray | None = None  # public: the group sizes (⌈n/U⌉ or ⌊n/U⌋ each)
+        self.state = SelectorState([adapter.get() for _ in range(self.n_sel)], None, None)
         self.history: list[dict[str, Any]] = []
         self.pairs_total = cfg.pairs_per_client + cfg.validation_pairs
 
@@ -576,26 +579,19 @@ class _SelectorTraining:
 
     def train(self) -> None:
         steps = self.schedule()
-        start = 0
-        resumed = self.public.resume(self.fed)
-        if resumed is not None:
-            state = resumed[1]
-            self.weights, self.history = [w.clone() for w in state["weights"]], list(state["history"])
-            self.group, self.sizes, start = state["group"], state["sizes"], int(state["steps_done"])
-        with self.public.bar(total=len(steps), desc=f"{self.method.name}: selectors", initial=start) as bar:
-            for i in range(start, len(steps)):
-                kind, index = steps[i]
-                if kind == "group":
-                    self._regroup(index)
-                else:
-                    self._round(kind, index)
-                self.public.save_round(self.fed, i, {"weights": self.weights, "history": self.history, "group": self.group,
-                                                     "sizes": self.sizes, "steps_done": i + 1})
-                bar.update(1)
+        loop = RoundsLoop(self.fed, self.public, self.state, rounds=len(steps),
+                          desc=f"{self.method.name}: selectors")
+        self.state, self.history = loop.state, loop.history
+        for i in loop:
+            kind, index = steps[i]
+            if kind == "group":
+                self._regroup(index)
+            else:
+                self._round(kind, index)
 
     def scores(self, task: SelectorTask, u: int) -> np.ndarray:
         """Selector u's averaged log-odds for A on every pair of ``task``."""
-        self.adapter.set(self.weights[u])
+        self.adapter.set(self.state.weights[u])
         return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
 
     def _pool_floats(self) -> int:
@@ -609,8 +605,8 @@ class _SelectorTraining:
         single = kind in ("selector", "warmup")  # one selector trained by every cohort client
         position = dict(zip(cohort.ids, cohort.indices.tolist()))  # public: where each client sits in the federation
         # public: each cohort client's selector (in FedBiscuit's clustered rounds a function of the noisy grouping)
-        selector_of = {c: index if single else int(self.group[p]) for c, p in position.items()}
-        update = SelectorUpdate(self.adapter, self.task, self.pool, self.settings, list(self.weights),
+        selector_of = {c: index if single else int(self.state.group[p]) for c, p in position.items()}
+        update = SelectorUpdate(self.adapter, self.task, self.pool, self.settings, list(self.state.weights),
                                 [index] if single else list(range(self.n_sel)), selector_of, position,
                                 cfg.pairs_per_client, self.pairs_total, self.public.seed)
         width = len(update.slots) * self.adapter.numel
@@ -618,11 +614,11 @@ class _SelectorTraining:
                                                 batched=True, chunk_clients=max(1, min(CHUNK_CLIENTS, (1 << 24) // width)),
                                                 download_floats=width + self._pool_floats()))
         if single:  # Eq. 8: the mean of the participants' models
-            self.weights[index] = self.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
+            self.state.weights[index] = self.state.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
             moved = [index]
         else:  # Eq. 6: φ_u += Σ_{m ∈ A_u} p_m Δ_m
             moved = list(range(self.n_sel))
-            self.weights = clustered_step(self.weights, noisy, fed.n_clients, self.sizes, cfg.selector_weights)
+            self.state.weights = clustered_step(self.state.weights, noisy, fed.n_clients, self.state.sizes, cfg.selector_weights)
         self.history.append({"phase": kind, "round": int(cohort.round), **cohort_fields(cohort, fed.n_clients),
                              "selectors": moved})
 
@@ -661,11 +657,11 @@ class _SelectorTraining:
                                 chunk_clients=chunk, download_floats=self._pool_floats())
         shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
         order = shuffle.permutation(n)  # public: the reference's random.shuffle of the clients
-        self.group = balanced_grouping(np.asarray(noisy, dtype=np.float64).reshape(n, n_sel), order)
-        self.sizes = np.bincount(self.group, minlength=n_sel)
+        self.state.group = balanced_grouping(np.asarray(noisy, dtype=np.float64).reshape(n, n_sel), order)
+        self.state.sizes = np.bincount(self.state.group, minlength=n_sel)
         self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
-                             "group_sizes": self.sizes.tolist()})
+                             "group_sizes": self.state.sizes.tolist()})
 
     def _model_with(self, u: int):
-        self.adapter.set(self.weights[u])
+        self.adapter.set(self.state.weights[u])
         return self.adapter.model

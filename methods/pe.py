@@ -58,10 +58,10 @@ from largefedbench.synthetic.generation import (
     generate_ids,
     seed_for,
 )
-from largefedbench.synthetic.lora import add_lora, load_lora_state, lora_state
+from largefedbench.run.rounds import RoundsLoop
+from largefedbench.synthetic.lora import LoraState, add_lora, load_lora_state, lora_state
 from largefedbench.synthetic.prompts import build_prompts, prompt_template
 from largefedbench.synthetic.rounds import (
-    BestCheckpoint,
     Timer,
     chunks,
     cohort_fields,
@@ -205,6 +205,14 @@ def _vote_round(fed, cohort, emb: np.ndarray, sigma: float, threshold: float, n:
     return picked, stats
 
 
+@dataclass
+class PopulationState:
+    """PE's rounds-loop state: the next round's population and the texts selected so far (the expansion's seeds)."""
+
+    population: list[str]
+    survivors: list[str]
+
+
 class PrivateEvolution(Method):
     name = "pe"
     paper = PAPER_PE
@@ -234,38 +242,31 @@ class PrivateEvolution(Method):
         def embedder(texts):
             return embed(texts, bundle.embedder)
 
-        rng0 = public.rng(0)
-        state = {"population": take(examples, rng0.integers(0, len(examples), size=cfg.n_synthetic)), "survivors": [],
-                 "history": []}
-        first = 0
-        resumed = public.resume(fed)
-        if resumed is not None:
-            last, state = resumed
-            first = last + 1
-        with public.bar(total=cfg.rounds, desc="PE rounds", initial=first) as bar:
-            for r in range(first, cfg.rounds):
-                cohort = draw_cohort(fed, rate)
-                population = state["population"]
-                server = Timer()
-                with server():
-                    plain = embedder(population)
-                    emb = plain if cfg.lookahead == 0 else lookahead_embeddings(
-                        population, vary, embedder, degree=cfg.lookahead, seed=seed_for(public.seed, 3, r))
-                picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
-                selected = take(population, picked)
-                with server():
-                    next_population = vary(selected, seed_for(public.seed, 4, r))
-                fed.costs.add(cohort.round, server_seconds=server.seconds)
-                survivors = list(dict.fromkeys(state["survivors"] + selected))
-                row = {"round": r, "fid": fid_to(plain, validation), "sigma": sigma, **stats,
-                       "server_seconds": round(server.seconds, 3)}
-                state = {"population": next_population, "survivors": survivors, "history": state["history"] + [row]}
-                public.save_round(fed, r, state)
-                bar.update(1)
+        start = take(examples, public.rng(0).integers(0, len(examples), size=cfg.n_synthetic))
+        loop = RoundsLoop(fed, public, PopulationState(start, []), rounds=cfg.rounds, desc="PE rounds")
+        for r in loop:
+            cohort = draw_cohort(fed, rate)
+            population = loop.state.population
+            server = Timer()
+            with server():
+                plain = embedder(population)
+                emb = plain if cfg.lookahead == 0 else lookahead_embeddings(
+                    population, vary, embedder, degree=cfg.lookahead, seed=seed_for(public.seed, 3, r))
+            picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
+            selected = take(population, picked)
+            with server():
+                next_population = vary(selected, seed_for(public.seed, 4, r))
+            fed.costs.add(cohort.round, server_seconds=server.seconds)
+            survivors = list(dict.fromkeys(loop.state.survivors + selected))
+            row = {"round": r, "fid": fid_to(plain, validation), "sigma": sigma, **stats,
+                   "server_seconds": round(server.seconds, 3)}
+            loop.state = PopulationState(next_population, survivors)
+            loop.history.append(row)
 
         final = Timer()
         with final():
-            seeds = state["survivors"] if len(state["survivors"]) >= cfg.examples_per_prompt else state["population"]
+            state = loop.state
+            seeds = state.survivors if len(state.survivors) >= cfg.examples_per_prompt else state.population
             template = prompt_template(cfg.examples_per_prompt, literal_newline=False)  # PrE-Text's expansion prompt
             n_generated, synthetic = 0, []
             for i, n in chunks(cfg.n_final):
@@ -282,7 +283,7 @@ class PrivateEvolution(Method):
             n_generated=n_generated, variation=cfg.variation_model or "generator suffix re-sampling",
             final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
         )
-        artifact.history = state["history"]
+        artifact.history = loop.history
         return artifact
 
 
@@ -312,49 +313,43 @@ class PrivateEvolutionSFT(Method):
             raw = decode_continuations(tok, ids, clean=False)
             return prompts, raw, [clean_completion(t) for t in raw]
 
-        history: list[dict] = []
-        best = BestCheckpoint()
-        first = 0
-        resumed = public.resume(fed)
-        if resumed is not None:
-            last, state = resumed
-            load_lora_state(model, state["lora"])
-            history, best, first = state["history"], BestCheckpoint(state["best"]), last + 1
+        loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="PE+SFT rounds",
+                          select="min")
+        if loop.resumed:
+            load_lora_state(model, loop.state.lora)
         last_cohort_round = None
-        with public.bar(total=cfg.rounds, desc="PE+SFT rounds", initial=first) as bar:
-            for r in range(first, cfg.rounds):
-                cohort = draw_cohort(fed, rate)
-                server = Timer()
-                with server():
-                    prompts, raw, texts = sample(cfg.n_synthetic, stream=1 + r)
-                    emb = embed(texts, bundle.embedder)
-                    fid_r = fid_to(emb, validation)
-                    if cfg.early_stopping:
-                        best.offer(fid_r, r, lora_state(model))
-                picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
-                keep = [i for i in picked if texts[i].strip()]
-                row = {"round": r, "fid": fid_r, "sigma": sigma, **stats}
-                with server():
-                    if keep:
-                        metrics = sft_update(model, tok, take(raw, keep), prompts=take(prompts, keep), lr=cfg.sft_lr,
-                                             epochs=cfg.sft_epochs, batch_size=cfg.sft_batch_size,
-                                             seed=seed_for(public.seed, 8, r), progress=public.progress)
-                        row.update({"sft_loss": metrics["train_loss"], "sft_steps": metrics["steps"]})
-                fed.costs.add(cohort.round, server_seconds=server.seconds)
-                row["server_seconds"] = round(server.seconds, 3)
-                history.append(row)
-                last_cohort_round = cohort.round
-                public.save_round(fed, r, {"lora": lora_state(model), "history": history, "best": best.state_dict()})
-                bar.update(1)
+        for r in loop:
+            cohort = draw_cohort(fed, rate)
+            server = Timer()
+            with server():
+                prompts, raw, texts = sample(cfg.n_synthetic, stream=1 + r)
+                emb = embed(texts, bundle.embedder)
+                fid_r = fid_to(emb, validation)
+                if cfg.early_stopping:
+                    loop.offer(fid_r, r, lora_state(model))
+            picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
+            keep = [i for i in picked if texts[i].strip()]
+            row = {"round": r, "fid": fid_r, "sigma": sigma, **stats}
+            with server():
+                if keep:
+                    metrics = sft_update(model, tok, take(raw, keep), prompts=take(prompts, keep), lr=cfg.sft_lr,
+                                         epochs=cfg.sft_epochs, batch_size=cfg.sft_batch_size,
+                                         seed=seed_for(public.seed, 8, r), progress=public.progress)
+                    row.update({"sft_loss": metrics["train_loss"], "sft_steps": metrics["steps"]})
+            fed.costs.add(cohort.round, server_seconds=server.seconds)
+            row["server_seconds"] = round(server.seconds, 3)
+            loop.history.append(row)
+            last_cohort_round = cohort.round
+            loop.state.lora = lora_state(model)
 
         server = Timer()
         with server():
             if cfg.early_stopping:
                 *_, texts = sample(cfg.n_synthetic, stream=1 + cfg.rounds)
                 fid_t = fid_to(embed(texts, bundle.embedder), validation)
-                history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
-                best.offer(fid_t, cfg.rounds, lora_state(model))
-                load_lora_state(model, best.weights)
+                loop.history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
+                loop.offer(fid_t, cfg.rounds, lora_state(model))
+                load_lora_state(model, loop.best.weights)
         if last_cohort_round is not None:
             fed.costs.add(last_cohort_round, server_seconds=server.seconds)
         final = Timer()
@@ -363,11 +358,11 @@ class PrivateEvolutionSFT(Method):
         artifact = Artifact.synthetic(
             synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
             threshold=threshold, threshold_rule=THRESHOLD_RULE,
-            best_round=best.round if cfg.early_stopping else cfg.rounds,
-            best_fid=best.fid if cfg.early_stopping else None,
+            best_round=loop.best.round if cfg.early_stopping else cfg.rounds,
+            best_fid=loop.best.score if cfg.early_stopping else None,
             lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r SFT updates (r = 0: the public generator)",
             final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
         )
-        artifact.history = history
+        artifact.history = loop.history
         return artifact

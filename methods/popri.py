@@ -54,11 +54,11 @@ from largefedbench.synthetic.generation import (
     generate_ids,
     seed_for,
 )
-from largefedbench.synthetic.lora import add_lora, load_lora_state, lora_state
+from largefedbench.run.rounds import RoundsLoop
+from largefedbench.synthetic.lora import LoraState, add_lora, load_lora_state, lora_state
 from largefedbench.synthetic.preferences import preference_pairs
 from largefedbench.synthetic.prompts import build_prompts
 from largefedbench.synthetic.rounds import (
-    BestCheckpoint,
     Timer,
     chunks,
     cohort_fields,
@@ -184,61 +184,54 @@ class POPri(Method):
             load_lora_state(model, state)
             return fid_to(embed(sample(cfg.n_prompts, 1, stream=1 + r)[2], bundle.embedder), validation)
 
-        history: list[dict] = []
-        best = BestCheckpoint()
-        first = 0
-        resumed = public.resume(fed)
-        if resumed is not None:
-            last, state = resumed
-            load_lora_state(model, state["lora"])
-            history, best, first = state["history"], BestCheckpoint(state["best"]), last + 1
+        loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="POPri rounds", select="min")
+        if loop.resumed:
+            load_lora_state(model, loop.state.lora)
         last_cohort_round = None
-        with public.bar(total=cfg.rounds, desc="POPri rounds", initial=first) as bar:
-            for r in range(first, cfg.rounds):
-                cohort = draw_cohort(fed, rate)
-                server = Timer()
-                with server():
-                    prompts, raw, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + r)
-                    emb = embed(texts, bundle.embedder)
-                    fid_r = fid_to(emb, validation)
-                    if cfg.early_stopping:
-                        best.offer(fid_r, r, lora_state(model))
-                score_fn = PopriScores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else NnVotes(emb)
-                noisy = fed.private_sum(cohort, score_fn, clip=1.0, mechanism=Gaussian(sigma), batched=True,
-                                        download_floats=int(emb.size))
-                pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=texts)
-                row = {"round": r, "fid": fid_r, "sigma": sigma, **cohort_fields(cohort, fed.n_clients), "n_samples": len(texts),
-                       "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical, "lr": cfg.lr_at(r)}
-                with server():
-                    if len(pairs):
-                        epochs: list[dict] = []  # the adapter after each DPO epoch
-                        metrics = dpo_update(
-                            model, tok, take(prompts, pairs.prompt), take(raw, pairs.chosen), take(raw, pairs.rejected),
-                            beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
-                            loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
-                            progress=public.progress, epoch_end=lambda: epochs.append(lora_state(model)),
-                        )
-                        row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
-                        if cfg.round_start == "best_epoch" and len(epochs) > 1:
-                            fids = [epoch_fid(state, r) for state in epochs]
-                            pick = best_epoch(fids)
-                            load_lora_state(model, epochs[pick])
-                            row.update({"epoch_fids": fids, "start_epoch": pick + 1})
-                fed.costs.add(cohort.round, server_seconds=server.seconds)
-                row["server_seconds"] = round(server.seconds, 3)
-                history.append(row)
-                last_cohort_round = cohort.round
-                public.save_round(fed, r, {"lora": lora_state(model), "history": history, "best": best.state_dict()})
-                bar.update(1)
+        for r in loop:
+            cohort = draw_cohort(fed, rate)
+            server = Timer()
+            with server():
+                prompts, raw, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + r)
+                emb = embed(texts, bundle.embedder)
+                fid_r = fid_to(emb, validation)
+                if cfg.early_stopping:
+                    loop.offer(fid_r, r, lora_state(model))
+            score_fn = PopriScores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else NnVotes(emb)
+            noisy = fed.private_sum(cohort, score_fn, clip=1.0, mechanism=Gaussian(sigma), batched=True,
+                                    download_floats=int(emb.size))
+            pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=texts)
+            row = {"round": r, "fid": fid_r, "sigma": sigma, **cohort_fields(cohort, fed.n_clients), "n_samples": len(texts),
+                   "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical, "lr": cfg.lr_at(r)}
+            with server():
+                if len(pairs):
+                    epochs: list[dict] = []  # the adapter after each DPO epoch
+                    metrics = dpo_update(
+                        model, tok, take(prompts, pairs.prompt), take(raw, pairs.chosen), take(raw, pairs.rejected),
+                        beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
+                        loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
+                        progress=public.progress, epoch_end=lambda: epochs.append(lora_state(model)),
+                    )
+                    row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
+                    if cfg.round_start == "best_epoch" and len(epochs) > 1:
+                        fids = [epoch_fid(state, r) for state in epochs]
+                        pick = best_epoch(fids)
+                        load_lora_state(model, epochs[pick])
+                        row.update({"epoch_fids": fids, "start_epoch": pick + 1})
+            fed.costs.add(cohort.round, server_seconds=server.seconds)
+            row["server_seconds"] = round(server.seconds, 3)
+            loop.history.append(row)
+            last_cohort_round = cohort.round
+            loop.state.lora = lora_state(model)
 
         server = Timer()
         with server():
             if cfg.early_stopping:
                 *_, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + cfg.rounds)
                 fid_t = fid_to(embed(texts, bundle.embedder), validation)
-                history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
-                best.offer(fid_t, cfg.rounds, lora_state(model))
-                load_lora_state(model, best.weights)
+                loop.history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
+                loop.offer(fid_t, cfg.rounds, lora_state(model))
+                load_lora_state(model, loop.best.weights)
         if last_cohort_round is not None:
             fed.costs.add(last_cohort_round, server_seconds=server.seconds)
         final = Timer()
@@ -246,11 +239,11 @@ class POPri(Method):
             synthetic = [t for i, n in chunks(cfg.n_final) for t in sample(n, 1, stream=10_000 + i)[2]]
         artifact = Artifact.synthetic(
             synthetic, method="popri", sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
-            best_round=best.round if cfg.early_stopping else cfg.rounds,
-            best_fid=best.fid if cfg.early_stopping else None, lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha,
+            best_round=loop.best.round if cfg.early_stopping else cfg.rounds,
+            best_fid=loop.best.score if cfg.early_stopping else None, lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha,
                                                                      "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r DPO updates (r = 0: the public generator)",
             final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
         )
-        artifact.history = history
+        artifact.history = loop.history
         return artifact

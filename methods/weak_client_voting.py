@@ -44,15 +44,12 @@ from largefedbench.contract import Artifact, Method
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.synthetic.dp_finetune import (
-    AdapterVector,
-    DPFedAvg,
-    FedAvgServer,
     conditional_prompt,
     generator_update,
     lora_generator,
     require_private_budget,
-    train_adapter,
 )
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
@@ -63,8 +60,8 @@ from largefedbench.synthetic.histograms import (
     sample_without_replacement,
 )
 
-__all__ = ["DEVIATIONS", "OTHER", "WeakClientVoting", "WeakClientVotingConfig", "client_codes", "code_set",
-           "control_code", "strong_clients"]
+__all__ = ["DEVIATIONS", "OTHER", "WeakClientVoting", "WeakClientVotingConfig", "code_set",
+           "control_code", "own_codes", "strong_clients"]
 
 OTHER = "Other"
 CODE_FIELDS = ("category", "country", "chamber")
@@ -124,9 +121,9 @@ class WeakClientVotingConfig:
                    max_len=80, lora_rank=4, lora_alpha=8, n_generated=240, votes_per_sample=3, sampling_rate=0.5,
                    max_new_tokens=40)
 
-    def fedavg(self, n_clients: int) -> DPFedAvg:
+    def fedavg(self, n_clients: int) -> FedAvgSettings:
         """Poisson rate ``strong_sample_rate`` over all clients (weak members of a cohort send nothing)."""
-        return DPFedAvg(rounds=self.rounds, clients_per_round=self.strong_sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
+        return FedAvgSettings(rounds=self.rounds, clients_per_round=self.strong_sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
                         local_epochs=self.local_epochs, local_batch_size=self.local_batch_size, server_lr=self.server_lr,
                         server_optimizer="sgd", max_len=self.max_len)
 
@@ -194,14 +191,14 @@ class WeakClientVoting(Method):
 
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha)
-        server = FedAvgServer(AdapterVector(model), settings)
-        train_strong = generator_update(server.adapter, tok, settings, seed=public.seed,
+        server = settings.server(FlatParams(model))
+        train_strong = generator_update(server.flat, tok, settings, seed=public.seed,
                                         prefixes=lambda chunk: [prompts[c] for c in own_codes(chunk, codes)])
 
         def strong_update(chunk, spans):  # weak members of the cohort do not train
             return train_strong(chunk, [s if cid in strong_ids else [] for s, cid in zip(spans, chunk.ids)])
 
-        history = train_adapter(fed, public, server, sigma, strong_update, desc="weak-client voting: strong clients",
+        history = train_adapter(fed, public, settings, server, sigma, strong_update, desc="weak-client voting: strong clients",
                                 rate=q, expected_clients=q * strong.sum())
         for record in history:  # the exact number of strong clients in a Poisson cohort is not released
             record["expected_strong_clients"] = round(float(q * strong.sum()), 6)

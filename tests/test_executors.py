@@ -134,20 +134,22 @@ def training_clients():
 
 
 def _cohort_update(bundle):
-    """DP-FedAvg / DP-FTRL: local SGD of the downstream model (vmap), two local epochs of batch 2."""
-    from largefedbench.methods._local_training import CohortTrainer, CohortUpdate, LocalSGD, flat_weights
+    """DP-FedAvg / DP-FTRL: local SGD of the downstream model, two local epochs of batch 2."""
+    from largefedbench.fedtrain import CohortUpdate, FlatParams, LocalSGD, ModelUpdate
 
     model = bundle.new_downstream()
-    local = LocalSGD(lr=0.05, batch_size=2, epochs=2, max_len=16, max_steps=4, chunk_clients=3)
-    return CohortUpdate(CohortTrainer(model, bundle.tokenizer, local), flat_weights(model)), (flat_weights(model).numel(),)
+    local = LocalSGD(lr=0.05, batch_size=2, epochs=2, max_steps=4)
+    weights = FlatParams(model).get()
+    return CohortUpdate(ModelUpdate(model, bundle.tokenizer, local, 16), weights), (weights.numel(),)
 
 
 def _generator_update(bundle):
     """DP fine-tuning of a generator's LoRA adapter (dp-resample, ctcl, weak-client voting's strong clients)."""
-    from largefedbench.synthetic.dp_finetune import AdapterVector, DPFedAvg, generator_update, lora_generator
+    from largefedbench.fedtrain import FedAvgSettings, FlatParams
+    from largefedbench.synthetic.dp_finetune import generator_update, lora_generator
 
-    adapter = AdapterVector(lora_generator(bundle, rank=2, alpha=4))
-    settings = DPFedAvg(rounds=1, clients_per_round=N_TRAINING, clip=1.0, client_lr=0.5, local_epochs=2,
+    adapter = FlatParams(lora_generator(bundle, rank=2, alpha=4))
+    settings = FedAvgSettings(rounds=1, clients_per_round=N_TRAINING, clip=1.0, client_lr=0.5, local_epochs=2,
                         local_batch_size=2, max_len=16)
     update = generator_update(adapter, bundle.generator_tokenizer, settings, seed=0)
     return (lambda chunk: update(chunk, chunk.spans)), (adapter.numel,)  # as run_round's client function
@@ -156,12 +158,13 @@ def _generator_update(bundle):
 def _selector_update(bundle):
     """FedBis / FedBiscuit: three selectors, each client training its own group's with local AdamW."""
     from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
-    from largefedbench.synthetic.dp_finetune import AdapterVector, lora_generator
+    from largefedbench.fedtrain import FlatParams
+    from largefedbench.synthetic.dp_finetune import lora_generator
 
     rng = np.random.default_rng(3)
     a, b = [f"text a{i} about cells" for i in range(10)], [f"text b{i} about bills" for i in range(10)]
     emb_a, emb_b = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in rng.normal(size=(2, 10, D)))
-    adapter = AdapterVector(lora_generator(bundle, rank=2, alpha=4))
+    adapter = FlatParams(lora_generator(bundle, rank=2, alpha=4))
     task = SelectorTask(bundle.generator_tokenizer, a, b, 8)
     ids = [f"c{c:03d}" for c in range(N_TRAINING)]
     weights = [adapter.get() + 0.01 * u for u in range(3)]

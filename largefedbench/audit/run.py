@@ -152,9 +152,9 @@ class Audit:
         if plan.kind == "update":
             if artifact.kind != "model":
                 raise MethodError("model-update canaries need a released model; the method released synthetic text")
-            from largefedbench.methods._local_training import flat_weights
+            from largefedbench.fedtrain import FlatParams
 
-            delta = flat_weights(artifact.model).cpu() - flat_weights(bundle.new_downstream()).cpu()
+            delta = FlatParams(artifact.model).get().cpu() - FlatParams(bundle.new_downstream()).get().cpu()
             scores = update_scores(plan, delta, progress=self.progress)
         elif self._releases is not None and self._releases.scored:
             scores, self._releases = self._releases.scores, None

@@ -31,6 +31,7 @@ class Tolerances:
     accuracy: float = 0.005  # absolute, on accuracies in [0, 1] (half a percentage point)
     gap_closed: float = 0.05  # absolute
     fid_relative: float = 0.05  # relative
+    audit_epsilon: float = 0.25  # absolute, on an audit entry's empirical ε lower bound and one-shot estimate
     # ε: check_privacy.EPSILON_RTOL / EPSILON_ATOL (the accountants are deterministic)
 
 
@@ -104,19 +105,25 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
     from largefedbench.config_overrides import config_to_dict
     from largefedbench.harness import prepare
+    from largefedbench.registry import get_method
 
-    overrides = dict(entry.config.overrides)
+    retired = getattr(get_method(entry.method.name), "retired_settings", {})
+    gone = sorted(k for k in entry.config.method if k in retired)
+    for k in gone:
+        notes.append(f"the entry's setting {k}={entry.config.method[k]!r} is retired ({retired[k]}); re-run without it")
+    wanted = {k: v for k, v in entry.config.method.items() if k not in retired}
+    overrides = {k: v for k, v in entry.config.overrides.items() if k not in retired}
     request = _request(entry, out, home, progress, overrides)
     prep = prepare(request)
-    moved = {k: v for k, v in entry.config.method.items() if config_to_dict(prep.config).get(k) != v}
+    moved = {k: v for k, v in wanted.items() if config_to_dict(prep.config).get(k) != v}
     if moved:
         notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
                      f"{', '.join(sorted(moved))} from the entry's resolved config")
         overrides.update({k: _as_override(v) for k, v in moved.items()})
         request = _request(entry, out, home, progress, overrides)
         prep = prepare(request)
-    if config_to_dict(prep.config) != entry.config.method:
-        raise InputError(f"cannot rebuild the entry's method config {entry.config.method} with this version of "
+    if config_to_dict(prep.config) != wanted:
+        raise InputError(f"cannot rebuild the entry's method config {wanted} with this version of "
                          f"{entry.method.name!r} (got {config_to_dict(prep.config)})")
     if prep.fd.manifest["content_sha256"] != entry.dataset.content_sha256:
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
@@ -151,7 +158,25 @@ def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> l
             a, b = entry["metrics"]["fid"]["per_seed"][i], again["metrics"]["fid"]["per_seed"][i]
             ok = abs(a - b) <= tol.fid_relative * max(abs(a), 1e-12)
             out.append(Comparison(f"fid, seed {seed}", a, b, f"{tol.fid_relative:.0%} relative", ok))
+    if entry.get("audit") and again.get("audit"):
+        for key in ("epsilon_lower_bound", "one_shot_epsilon"):
+            a, b = entry["audit"].get(key), again["audit"].get(key)
+            if a is None and b is None:
+                continue
+            a, b = epsilon_value(a) if a is not None else math.nan, epsilon_value(b) if b is not None else math.nan
+            ok = a == b or abs(a - b) <= tol.audit_epsilon
+            out.append(Comparison(f"audit.{key}", a, b, f"±{tol.audit_epsilon:g}", ok))
     return out
+
+
+def _audit(entry: Entry, progress: bool):
+    """The audit an audit entry was made with (its canaries change the federation, hence σ and ε), else None."""
+    if entry.audit is None:
+        return None
+    from largefedbench.audit.run import Audit
+
+    a = entry.audit
+    return Audit(canaries=a.canaries, confidence=a.confidence, inclusion_seed=a.inclusion_seed, progress=progress)
 
 
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
@@ -172,7 +197,7 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
     with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp:
         board = Path(out) if out is not None else Path(tmp)
         request = _prepare(entry, board, home, progress, result.notes)
-        again = run_eval(request, log=log or (lambda msg: None))
+        again = run_eval(request, log=log or (lambda msg: None), audit=_audit(entry, progress))
         if out is not None:
             result.reproduced_path = again.path
         original = entry.model_dump(mode="json")

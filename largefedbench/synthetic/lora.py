@@ -10,12 +10,13 @@ projections; any other architecture gets peft's ``"all-linear"``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from largefedbench.errors import InputError
 
-__all__ = ["LORA_TARGETS", "add_lora", "default_target_modules", "is_lora_model", "load_lora_state", "lora_state"]
+__all__ = ["LORA_TARGETS", "LoraState", "add_lora", "default_target_modules", "is_lora_model", "load_lora_state", "lora_state"]
 
 _LLAMA_LIKE = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 #: Default LoRA target modules per ``config.model_type``.
@@ -82,3 +83,10 @@ def load_lora_state(model, state: Mapping[str, torch.Tensor]) -> None:
     if unexpected:
         raise InputError(f"the LoRA state does not fit this adapter (unexpected keys such as {unexpected[0]}); "
                          "was it saved with another rank or other target modules?")
+
+
+@dataclass
+class LoraState:
+    """The rounds-loop state of a method that moves a generator's adapter between rounds (POPri, PE+SFT)."""
+
+    lora: dict[str, torch.Tensor]

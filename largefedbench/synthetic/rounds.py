@@ -1,4 +1,5 @@
-"""Round bookkeeping shared by the synthetic-data methods: noise calibration, cohorts, FID, timing, best checkpoint.
+"""Round bookkeeping shared by the synthetic-data methods: noise calibration, cohorts, FID, timing (the rounds loop
+itself is :mod:`largefedbench.run.rounds`).
 
 Privacy plan (POPri §3.1 "Privacy guarantees", App. D.1): T rounds, each one Poisson-sampled Gaussian sum of
 unit-norm client vectors (sensitivity 1) at rate q = clients_per_round / n_clients (q = 1: full participation,
@@ -23,7 +24,7 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.evaluation import fid
 from largefedbench.privacy import PoissonGaussianEvent
 
-__all__ = ["UNRELEASED_FILE", "BestCheckpoint", "Timer", "chunks", "cohort_fields", "draw_cohort", "fid_to",
+__all__ = ["UNRELEASED_FILE", "Timer", "chunks", "cohort_fields", "draw_cohort", "fid_to",
            "noise_for_rounds", "public_examples", "record_unreleased", "take", "unreleased_path"]
 
 #: where un-noised per-round diagnostics go (the seed's run folder): never into the history, info or the entry
@@ -116,26 +117,6 @@ class Timer:
             yield
         finally:
             self.seconds += time.perf_counter() - start
-
-
-class BestCheckpoint:
-    """The lowest-FID generator state seen so far (early stopping on the validation clients, POPri §5.2)."""
-
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
-        state = state or {}
-        self.fid: float = float(state.get("fid", math.inf))
-        self.round: int | None = state.get("round")
-        self.weights: Any = state.get("weights")
-
-    def offer(self, fid_value: float, round_index: int, weights: Any) -> bool:
-        """Keep ``weights`` if ``fid_value`` beats the best so far (NaN never does); True if kept."""
-        if self.weights is None or (math.isfinite(fid_value) and not fid_value >= self.fid):  # a NaN best loses to any
-            self.fid, self.round, self.weights = float(fid_value), int(round_index), weights
-            return True
-        return False
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"fid": self.fid, "round": self.round, "weights": self.weights}
 
 
 def take(texts: Sequence[str], indices: Sequence[int]) -> list[str]:

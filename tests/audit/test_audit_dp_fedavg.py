@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from largefedbench.methods._local_training import flat_weights
+from largefedbench.fedtrain import FlatParams
 from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 
 import largefedbench.federation as federation_module
@@ -38,7 +38,7 @@ def audit_run(tiny, seed: int) -> dict:
     artifact = DPFedAvg().train(fed, public, cfg, PrivacyBudget(EPSILON, DELTA))
     assert fed.ledger.epsilon(DELTA, "rdp") <= EPSILON * 1.01  # the ledger claims ε = 1 either way
     assert artifact.info["best_round"] == cfg.rounds
-    delta = flat_weights(artifact.model) - flat_weights(bundle.new_downstream())
+    delta = FlatParams(artifact.model).get() - FlatParams(bundle.new_downstream()).get()
     return audit_seed(plan, update_scores(plan, delta), seed=seed, confidence=0.95, delta=DELTA)
 
 

@@ -1,36 +1,31 @@
-"""DP-FedAvg (methods/dp_fedavg.py) and the shared client update (methods/_local_training.py) on the demo
-snapshot with the tiny models: vmap = loop, clipping, ledger and σ, server noise, empty cohorts, resume after a
-kill, and a gain over the public model at a large ε."""
+"""DP-FedAvg (methods/dp_fedavg.py, the loop of methods/_federated_finetuning.py) on the demo snapshot with the
+tiny models: ledger and σ, server noise, unreleased diagnostics, empty cohorts, resume after a kill, and a gain over
+the public model at a large ε. The client update itself is tested in tests/fedtrain."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 import torch
-from largefedbench.methods._local_training import (
-    CohortTrainer,
-    LocalSGD,
-    client_batches,
-    flat_weights,
-    local_updates_loop,
-    local_updates_vmap,
-    update_norm_stats,
-)
 from largefedbench.methods.dp_fedavg import DPFedAvg
 
 from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
-from largefedbench.federation import Federation, clip_rows
+from largefedbench.fedtrain import FlatParams
+from largefedbench.federation import Federation
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 from largefedbench.synthetic.rounds import UNRELEASED_FILE
 
 from conftest import N_VALIDATION, Killed, killed_after, public_for, subset
 
 DELTA = 1e-5
+
+
+def _flat(model) -> torch.Tensor:
+    return FlatParams(model).get()
 
 
 @pytest.fixture(scope="module")
@@ -44,43 +39,6 @@ def large_eps_run(tiny, tmp_path_factory):
     return fed, cfg, budget, artifact
 
 
-# -- the client update -------------------------------------------------------------------------------------
-def test_vmap_update_equals_loop(tiny):
-    fd, bundle, _ = tiny
-    model, tok = bundle.new_downstream(), bundle.tokenizer
-    spans = [fd.train.spans(cid) for cid in fd.train.ids[:23]] + [[]]  # a client without spans gives Δ = 0
-    local = LocalSGD(lr=0.05, batch_size=2, epochs=2, max_len=64, max_steps=3)
-    batches = client_batches(tok, spans, local, np.random.default_rng(7))
-    assert {len(b) for b in batches} >= {0, 2, 3}  # ragged: masked no-op steps are exercised
-    loop = local_updates_loop(model, batches, lr=local.lr, pad_id=tok.pad_token_id)
-    vmap = local_updates_vmap(model, batches, lr=local.lr, pad_id=tok.pad_token_id, batch_size=2, chunk_clients=5)
-    assert vmap.shape == loop.shape == (24, flat_weights(model).numel())
-    assert torch.count_nonzero(loop[-1]) == 0 and loop[:-1].norm(dim=1).min() > 0
-    assert (vmap - loop).abs().max() < 1e-5
-    # The trainer (both paths) gives the same rows, and never moves the caller's model.
-    before = flat_weights(model)
-    for vectorize in (True, False):
-        trainer = CohortTrainer(model, tok, dataclasses.replace(local, vectorize=vectorize))
-        assert (trainer(before, spans, np.random.default_rng(7)) - loop).abs().max() < 1e-5
-    assert torch.equal(flat_weights(model), before)
-
-
-def test_clipped_updates_are_within_clip(tiny):
-    fd, bundle, _ = tiny
-    model = bundle.new_downstream()
-    trainer = CohortTrainer(model, bundle.tokenizer, LocalSGD(lr=0.05, batch_size=2, epochs=1, max_len=64))
-    updates = trainer(flat_weights(model), [fd.train.spans(c) for c in fd.train.ids[:16]], np.random.default_rng(0))
-    norms = updates.norm(dim=1)
-    clip = float(norms.median())  # about half the clients get clipped
-    clipped = clip_rows(updates, clip)
-    assert (clipped.norm(dim=1) <= clip * (1 + 1e-6)).all()
-    small = norms <= clip
-    assert torch.equal(clipped[small], updates[small])  # updates under the clip are untouched
-    stats = update_norm_stats(updates, clip)
-    assert stats["fraction_clipped"] == pytest.approx(float((~small).float().mean()))
-    assert stats["mean_update_norm"] == pytest.approx(float(norms.mean()), rel=1e-6)
-
-
 # -- privacy -----------------------------------------------------------------------------------------------
 def test_ledger_holds_the_calibrated_rounds(large_eps_run):
     fed, cfg, budget, artifact = large_eps_run
@@ -92,7 +50,7 @@ def test_ledger_holds_the_calibrated_rounds(large_eps_run):
     assert [r["round"] for r in artifact.history] == [0, 1, 2, 3]
     assert all(r["expected_clients"] == pytest.approx(q * fed.n_clients) for r in artifact.history[1:])
     assert all(abs(r["clients"] - q * fed.n_clients) < 40 for r in fed.costs.rounds)  # federation-side, unpublished
-    assert fed.costs.summary()["floats_down_per_client_per_round"] == flat_weights(artifact.model).numel()
+    assert fed.costs.summary()["floats_down_per_client_per_round"] == _flat(artifact.model).numel()
 
 
 def test_server_step_adds_the_calibrated_noise(tiny, tmp_path):
@@ -101,8 +59,8 @@ def test_server_step_adds_the_calibrated_noise(tiny, tmp_path):
     cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=1, clients_per_round=4, client_lr=0.0, clip=0.3,
                               server_lr=0.7)
     artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(4.0, DELTA))
-    moved = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["server"]["weights"]
-    noise = (moved - flat_weights(tiny[1].new_downstream())) * (0.1 * 40) / 0.7
+    moved = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["state"]["server"]["weights"]
+    noise = (moved - _flat(tiny[1].new_downstream())) * (0.1 * 40) / 0.7
     expected = artifact.info["sigma"] * 0.3
     assert noise.mean().abs() < 5 * expected / noise.numel() ** 0.5
     assert noise.std().item() == pytest.approx(expected, rel=0.02)
@@ -149,7 +107,7 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tiny, tmp_path):
     fed_b, resumed = run(tmp_path / "killed")
     assert resumed.history == straight.history
     assert fed_b.ledger == fed_a.ledger and fed_b.round == fed_a.round == 2
-    assert torch.equal(flat_weights(resumed.model), flat_weights(straight.model))
+    assert torch.equal(_flat(resumed.model), _flat(straight.model))
     assert resumed.info == straight.info
 
 

@@ -9,12 +9,12 @@ import math
 
 import pytest
 import torch
-from largefedbench.methods._local_training import flat_weights
-from largefedbench.methods.dp_ftrl import DPFTRL, ftrl_weights
+from largefedbench.methods.dp_ftrl import DPFTRL
 
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
+from largefedbench.fedtrain import FlatParams, ftrl_weights
 from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 
@@ -27,6 +27,10 @@ N_CLIENTS = 300
 # 300 clients, 120 per round: 2 rounds per epoch (60 sit each epoch out), 3 rounds = 2 trees.
 CFG = dataclasses.replace(DPFTRL.Config.tiny(), clients_per_round=120, record_update_norms=True)
 BUDGET = PrivacyBudget(50.0, DELTA)
+
+
+def _flat(model) -> torch.Tensor:
+    return FlatParams(model).get()
 
 
 def run(tiny, run_dir, cfg=CFG, budget=BUDGET, cls=PublicResources):
@@ -100,9 +104,9 @@ def test_model_noise_follows_the_tree(tiny, tmp_path):
                               clip=0.2)
     fed = Federation(subset(tiny, 6), seed=4)
     artifact = DPFTRL().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(4.0, 0.01))
-    server = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["server"]
-    noise = (server["weights"] - flat_weights(tiny[1].new_downstream())) * 2 / 0.5
-    assert torch.equal(server["theta0"], flat_weights(tiny[1].new_downstream()))  # 6 // 2 = 3 rounds: one epoch
+    server = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["state"]["server"]
+    noise = (server["weights"] - _flat(tiny[1].new_downstream())) * 2 / 0.5
+    assert torch.equal(server["theta0"], _flat(tiny[1].new_downstream()))  # 6 // 2 = 3 rounds: one epoch
     assert noise.std().item() == pytest.approx(math.sqrt(2) * artifact.info["sigma"] * 0.2, rel=0.02)  # t=3: 2 nodes
 
 
@@ -114,7 +118,7 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tiny, tmp_path, straigh
     fed_b, resumed = run(tiny, tmp_path)
     assert resumed.history == expected.history
     assert fed_b.ledger == fed_a.ledger
-    assert torch.equal(flat_weights(resumed.model), flat_weights(expected.model))
+    assert torch.equal(_flat(resumed.model), _flat(expected.model))
     assert resumed.info == expected.info
 
 

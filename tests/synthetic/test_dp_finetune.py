@@ -1,4 +1,5 @@
-"""DP-FedAvg on a LoRA adapter: sequence format, local SGD, clipping/noise through the federation, the ledger."""
+"""DP-FedAvg on a LoRA adapter (fedtrain + synthetic/dp_finetune.py): sequence format, local SGD, clipping/noise
+through the federation, the ledger, resume."""
 
 from __future__ import annotations
 
@@ -9,19 +10,21 @@ import torch
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
 from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.synthetic.dp_finetune import (
-    AdapterVector,
-    DPFedAvg,
-    FedAvgServer,
+from largefedbench.fedtrain import (
+    FedAvgSettings,
+    FlatParams,
     LMExample,
-    conditional_prompt,
-    conditional_sequences,
-    generator_update,
     lm_loss,
     local_steps,
     local_updates,
-    pretrain_on_public,
     run_round,
+    train_adapter,
+)
+from largefedbench.synthetic.dp_finetune import (
+    conditional_prompt,
+    conditional_sequences,
+    generator_update,
+    pretrain_on_public,
 )
 from largefedbench.synthetic.lora import add_lora
 
@@ -77,21 +80,21 @@ def test_lm_loss_ignores_context_tokens(tokenizer):
 
 
 def test_local_steps_shuffle_batch_and_cap():
-    s = DPFedAvg(rounds=1, clients_per_round=1, clip=1, client_lr=0.1, local_epochs=2, local_batch_size=2, max_local_steps=3)
-    steps = local_steps(3, s, np.random.default_rng(0))
+    s = FedAvgSettings(rounds=1, clients_per_round=1, clip=1, client_lr=0.1, local_epochs=2, local_batch_size=2, max_local_steps=3)
+    steps = local_steps(3, s.local, np.random.default_rng(0))
     assert [len(b) for b in steps] == [2, 1, 2]
     assert sorted(steps[0] + steps[1]) == [0, 1, 2]
-    assert local_steps(0, s, np.random.default_rng(0)) == []
+    assert local_steps(0, s.local, np.random.default_rng(0)) == []
 
 
 def test_local_updates_are_one_sgd_step_per_batch_and_restore_the_adapter(tokenizer):
     model = _tiny_lora(tokenizer)
-    adapter = AdapterVector(model)
+    adapter = FlatParams(model)
     before = adapter.get()
-    settings = DPFedAvg(rounds=1, clients_per_round=1, clip=1, client_lr=0.5, local_batch_size=4)
+    settings = FedAvgSettings(rounds=1, clients_per_round=1, clip=1, client_lr=0.5, local_batch_size=4)
     ex = conditional_sequences(tokenizer, [""], ["one two three"], 16)
     pad = tokenizer.eos_token_id
-    deltas = local_updates(adapter, [ex, []], lambda b: lm_loss(model, b, pad), settings, np.random.default_rng(0))
+    deltas = local_updates(adapter, [ex, []], lambda b: lm_loss(model, b, pad), settings.local, np.random.default_rng(0))
     assert torch.equal(adapter.get(), before)
     assert torch.count_nonzero(deltas[1]) == 0
     grads = torch.autograd.grad(lm_loss(model, ex, pad), adapter.params)
@@ -103,9 +106,9 @@ def test_run_round_clips_releases_once_and_steps_the_server(tokenizer):
     spans = [["a b c", "d e"], ["f g"], ["h"], ["i j k"]]
     fed = Federation(_split(spans), seed=0)
     model = _tiny_lora(tokenizer)
-    adapter = AdapterVector(model)
-    settings = DPFedAvg(rounds=2, clients_per_round=4, clip=0.5, client_lr=0.1)
-    server = FedAvgServer(adapter, settings)
+    adapter = FlatParams(model)
+    settings = FedAvgSettings(rounds=2, clients_per_round=4, clip=0.5, client_lr=0.1)
+    server = settings.server(adapter)
     start = adapter.get()
     seen = []
 
@@ -113,13 +116,13 @@ def test_run_round_clips_releases_once_and_steps_the_server(tokenizer):
         seen.append([len(s) for s in client_spans])
         return torch.full((len(client_spans), adapter.numel), 100.0)
 
-    record = run_round(fed, server, 1e-9, huge)
+    record = run_round(fed, settings, server, 1e-9, huge)
     assert record["clients"] == 4 and seen == [[2, 1, 1, 1]]
     moved = adapter.get() - start
     # every client was clipped to 0.5: the mean of 4 clipped identical vectors has norm 0.5
     assert abs(float(torch.linalg.vector_norm(moved)) - 0.5) < 1e-4
     assert fed.ledger.events == (PoissonGaussianEvent(1e-9, 1.0, 1),)
-    run_round(fed, server, 1e-9, huge)
+    run_round(fed, settings, server, 1e-9, huge)
     assert fed.ledger.events == tuple(settings.events(1e-9, 4))
 
 
@@ -127,17 +130,17 @@ def test_generator_update_lowers_the_loss_of_the_clients_text(tokenizer):
     spans = [["the protein binds the receptor"] * 3 for _ in range(4)]
     fed = Federation(_split(spans), seed=1)
     model = _tiny_lora(tokenizer)
-    adapter = AdapterVector(model)
-    settings = DPFedAvg(rounds=3, clients_per_round=4, clip=10.0, client_lr=0.5, local_epochs=4, local_batch_size=2,
+    adapter = FlatParams(model)
+    settings = FedAvgSettings(rounds=3, clients_per_round=4, clip=10.0, client_lr=0.5, local_epochs=4, local_batch_size=2,
                         server_lr=1.0)
-    server = FedAvgServer(adapter, settings)
+    server = settings.server(adapter)
     update = generator_update(adapter, tokenizer, settings, seed=0, prefixes=lambda cohort: ["Topic: x\n"] * len(cohort))
     ex = conditional_sequences(tokenizer, ["Topic: x\n"], spans[0][:1], 96)
     pad = tokenizer.eos_token_id
     with torch.no_grad():
         before = float(lm_loss(model, ex, pad))
     for _ in range(settings.rounds):
-        run_round(fed, server, 1e-3, update)
+        run_round(fed, settings, server, 1e-3, update)
     with torch.no_grad():
         after = float(lm_loss(model, ex, pad))
     assert after < before - 0.15  # 7.99 -> 7.71 for this seed (a 16-wide random model learns slowly)
@@ -162,24 +165,23 @@ def test_pretrain_on_public_fits_its_pairs(tokenizer):
 
 def test_train_adapter_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_path):
     from largefedbench.contract import PublicResources
-    from largefedbench.synthetic.dp_finetune import train_adapter
 
     spans = [["the protein binds"], ["a bill passed today"], ["cells divide"], ["we met farmers"]]
-    settings = DPFedAvg(rounds=3, clients_per_round=2, clip=1.0, client_lr=0.5)
+    settings = FedAvgSettings(rounds=3, clients_per_round=2, clip=1.0, client_lr=0.5)
 
     def run(run_dir, fail_at=None):
         fed = Federation(_split(spans), seed=3)
         public = PublicResources(fd=tiny[0], models=tiny[1], seed=3, run_dir=run_dir, progress=False)
-        server = FedAvgServer(AdapterVector(_tiny_lora(tokenizer)), settings)
-        update = generator_update(server.adapter, tokenizer, settings, seed=3)
+        server = settings.server(FlatParams(_tiny_lora(tokenizer)))
+        update = generator_update(server.flat, tokenizer, settings, seed=3)
 
         def client_update(cohort, client_spans):
             if cohort.round == fail_at:
                 raise KeyboardInterrupt
             return update(cohort, client_spans)
 
-        history = train_adapter(fed, public, server, 0.5, client_update)
-        return server.adapter.get(), fed.ledger, history
+        history = train_adapter(fed, public, settings, server, 0.5, client_update)
+        return server.flat.get(), fed.ledger, history
 
     whole, ledger, history = run(tmp_path / "a")
     with pytest.raises(KeyboardInterrupt):

@@ -9,7 +9,7 @@ import pytest
 
 from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
-from largefedbench.synthetic.rounds import BestCheckpoint, fid_to, noise_for_rounds
+from largefedbench.synthetic.rounds import fid_to, noise_for_rounds
 
 
 class _Fed:
@@ -36,16 +36,6 @@ def test_bad_round_plans_are_refused():
         noise_for_rounds(PrivacyBudget(1.0, 1e-5), _Fed(), rounds=0, clients_per_round=None)
     with pytest.raises(InputError, match="clients_per_round"):
         noise_for_rounds(PrivacyBudget(1.0, 1e-5), _Fed(), rounds=3, clients_per_round=5000)
-
-
-def test_best_checkpoint_keeps_the_lowest_finite_fid():
-    best = BestCheckpoint()
-    assert best.offer(math.nan, 0, "w0")  # the first state is kept whatever its FID
-    assert best.offer(3.0, 1, "w1") and not best.offer(4.0, 2, "w2") and not best.offer(math.nan, 3, "w3")
-    assert best.offer(1.5, 4, "w4")
-    assert (best.fid, best.round, best.weights) == (1.5, 4, "w4")
-    again = BestCheckpoint(best.state_dict())
-    assert (again.fid, again.round, again.weights) == (1.5, 4, "w4")
 
 
 def test_fid_needs_two_samples_per_set():

@@ -1,0 +1,106 @@
+"""The rounds loop every method runs its rounds in (DESIGN.md §4): resume, checkpoint, progress bar, history and the
+best state on validation. A method writes no resume code of its own.
+
+A method keeps what must survive a kill in a dataclass, its *state*; the loop checkpoints it with the history, the
+best state so far and the federation (RNG, ledger, costs) after every completed round, and a killed run resumes
+after its last completed round with all of it restored::
+
+    loop = RoundsLoop(fed, public, MyState(weights=w0), rounds=cfg.rounds, desc="my rounds", select="max")
+    for r in loop:                                # the rounds still to run
+        ...                                       # one round: read and replace loop.state's fields
+        loop.history.append({"round": r, ...})    # the public record of the round
+        loop.offer(validation_score, r, weights)  # best-state selection (optional)
+    # a round is checkpointed when its body completes; one that raises is re-run on resume
+
+``fingerprint`` (config, σ, …) is stored with the checkpoint; a checkpoint with another fingerprint is refused
+rather than silently mixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any, Generic, Literal, TypeVar
+
+from largefedbench.errors import InputError, MethodError
+
+__all__ = ["Best", "RoundsLoop"]
+
+S = TypeVar("S")
+
+
+@dataclasses.dataclass
+class Best:
+    """The best state seen on validation: its score, its round and what the method keeps of it (weights)."""
+
+    score: float = math.nan
+    round: int | None = None
+    weights: Any = None
+
+
+class RoundsLoop(Generic[S]):
+    """Rounds ``first … first + rounds - 1`` of a method whose resumable state is the dataclass ``state``.
+
+    ``select`` is how :meth:`offer` ranks validation scores: "max" (accuracy), "min" (FID) or None (no selection).
+    Constructing the loop resumes an interrupted run (``resumed`` says whether it did)."""
+
+    def __init__(self, fed, public, state: S, *, rounds: int, desc: str, first: int = 0,
+                 select: Literal["max", "min"] | None = None, fingerprint: dict[str, Any] | None = None) -> None:
+        if not dataclasses.is_dataclass(state) or isinstance(state, type):
+            raise MethodError(f"a rounds loop keeps its state in a dataclass instance, got {type(state).__name__}")
+        if rounds < 0:
+            raise InputError(f"rounds={rounds} must be >= 0")
+        if select not in ("max", "min", None):
+            raise MethodError(f"select={select!r}; choose 'max', 'min' or None")
+        self.fed, self.public, self.state, self.desc = fed, public, state, desc
+        self.rounds, self.select, self.fingerprint = range(first, first + rounds), select, fingerprint
+        self.history: list[dict[str, Any]] = []
+        self.best = Best()
+        self.next_round = first
+        self.resumed = self._resume()
+
+    def _resume(self) -> bool:
+        resumed = self.public.resume(self.fed)
+        if resumed is None:
+            return False
+        last, saved = resumed
+        if saved.get("fingerprint") != self.fingerprint or "state" not in saved:
+            raise MethodError(f"the round checkpoint in {self.public.run_dir} was written by another configuration or "
+                              f"version ({saved.get('fingerprint')} vs {self.fingerprint}); use a new run folder or "
+                              "delete the checkpoint")
+        self.state = type(self.state)(**saved["state"])
+        self.history, self.best = list(saved["history"]), Best(**saved["best"])
+        self.next_round = last + 1
+        return True
+
+    def __iter__(self) -> Iterator[int]:
+        bar = self.public.bar(total=len(self.rounds), desc=self.desc, initial=self.next_round - self.rounds.start)
+        try:
+            for r in range(self.next_round, self.rounds.stop):
+                yield r
+                self._checkpoint(r)
+                bar.update(1)
+                if self.best.round is not None:
+                    bar.set_postfix(best=f"{self.best.score:.4f}", best_round=self.best.round)
+        finally:
+            bar.close()
+
+    def _checkpoint(self, r: int) -> None:
+        state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}
+        best = {"score": self.best.score, "round": self.best.round, "weights": self.best.weights}
+        self.public.save_round(self.fed, r, {"fingerprint": self.fingerprint, "state": state, "history": self.history,
+                                             "best": best})
+        self.next_round = r + 1
+
+    def offer(self, score: float, round_index: int, weights: Any) -> bool:
+        """Keep ``weights`` as the best state if ``score`` beats the best so far (NaN never does, except when
+        nothing is kept yet); True if kept."""
+        if self.select is None:
+            raise MethodError("this rounds loop selects nothing: give select='max' or 'min'")
+        best = self.best.score
+        if self.best.round is None or (math.isfinite(score) and
+                                       (not score >= best if self.select == "min" else not score <= best)):
+            self.best = Best(float(score), int(round_index), weights)
+            return True
+        return False

@@ -1,0 +1,105 @@
+"""The shared rounds loop (largefedbench/run/rounds.py) with a dummy method: a killed run resumes to exactly the
+uninterrupted result (state, history, best state, federation), a checkpoint of another configuration is refused,
+best-state selection in both directions, and the CONTRIBUTING example is the plug-in's code and stays short."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from largefedbench.contract import PublicResources
+from largefedbench.errors import MethodError
+from largefedbench.run.rounds import RoundsLoop
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeSnapshot:
+    manifest = {"name": "fake", "dataset": "d", "window": ["2024-01", "2024-02"], "content_sha256": "0" * 64}
+    public = None
+
+
+class Fed:
+    """A federation's resume interface: a counter a checkpoint must restore."""
+
+    def __init__(self) -> None:
+        self.releases = 0
+
+    def state_dict(self):
+        return {"releases": self.releases}
+
+    def load_state_dict(self, state):
+        self.releases = state["releases"]
+
+
+@dataclass
+class Walk:
+    position: float
+    visited: list[float]
+
+
+def walk(run_dir, *, kill_at: int | None = None, fingerprint=None):
+    """Six rounds of a deterministic walk; validation score = −|position − 2|, best kept."""
+    fed = Fed()
+    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=run_dir, progress=False)
+    loop = RoundsLoop(fed, public, Walk(0.0, []), rounds=6, first=1, desc="walk", select="max", fingerprint=fingerprint)
+    for r in loop:
+        if r == kill_at:
+            raise KeyboardInterrupt
+        fed.releases += 1
+        loop.state.position += 0.75
+        loop.state.visited = loop.state.visited + [loop.state.position]
+        loop.history.append({"round": r, "position": loop.state.position})
+        loop.offer(-abs(loop.state.position - 2), r, loop.state.position)
+    return loop, fed
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    straight, fed = walk(tmp_path / "a")
+    assert [h["round"] for h in straight.history] == [1, 2, 3, 4, 5, 6] and fed.releases == 6
+    assert (straight.best.round, straight.best.weights) == (3, 2.25)  # |2.25 - 2| beats |1.5 - 2|
+    with pytest.raises(KeyboardInterrupt):
+        walk(tmp_path / "b", kill_at=4)
+    resumed, fed_b = walk(tmp_path / "b")
+    assert resumed.resumed and not straight.resumed
+    assert resumed.state == straight.state and resumed.history == straight.history
+    assert resumed.best == straight.best and fed_b.releases == 6
+
+
+def test_a_checkpoint_of_another_configuration_is_refused(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        walk(tmp_path, kill_at=3, fingerprint={"lr": 1})
+    with pytest.raises(MethodError, match="another configuration"):
+        walk(tmp_path, fingerprint={"lr": 2})
+
+
+def test_the_state_must_be_a_dataclass_instance(tmp_path):
+    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path, progress=False)
+    with pytest.raises(MethodError, match="dataclass"):
+        RoundsLoop(Fed(), public, {"position": 0}, rounds=2, desc="x")
+    loop = RoundsLoop(Fed(), public, Walk(0.0, []), rounds=2, desc="x")
+    with pytest.raises(MethodError, match="selects nothing"):
+        loop.offer(1.0, 0, None)
+
+
+def test_offer_keeps_the_lowest_or_highest_and_never_a_nan_over_a_number(tmp_path):
+    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=None, progress=False)
+    low = RoundsLoop(Fed(), public, Walk(0.0, []), rounds=1, desc="fid", select="min")
+    assert low.offer(math.nan, 0, "a")  # nothing kept yet: even NaN is kept
+    assert low.offer(3.0, 1, "b") and not low.offer(3.0, 2, "c") and not low.offer(math.nan, 3, "d")
+    assert low.offer(1.0, 4, "e") and low.best.weights == "e"
+    high = RoundsLoop(Fed(), public, Walk(0.0, []), rounds=1, desc="top1", select="max")
+    assert high.offer(0.2, 0, "a") and not high.offer(0.1, 1, "b") and high.offer(0.3, 2, "c")
+
+
+def test_the_contributing_example_is_the_plug_in_and_at_most_60_lines():
+    doc = (ROOT / "CONTRIBUTING.md").read_text()
+    shown = re.search(r"<!-- example:dp-unigram -->\n```python\n(.*?)```\n<!-- /example:dp-unigram -->", doc, re.S)
+    assert shown, "CONTRIBUTING.md has no example block"
+    source = (ROOT / "tests/leaderboard/example_method_pkg/lfb_example_method/__init__.py").read_text()
+    assert shown.group(1) in source and len(shown.group(1).splitlines()) <= 60
+    assert "RoundsLoop(" in shown.group(1) and "resume(" not in source and "save_round(" not in source
