@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from largefedbench.contract import Artifact, Method
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.synthetic.dp_finetune import (
     conditional_prompt,
     generator_update,

@@ -57,11 +57,16 @@ import torch
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.errors import InputError, MethodError
+from largefedbench.fedtrain import (
+    CHUNK_CLIENTS,
+    FedAvgSettings,
+    FlatParams,
+    local_updates,
+)
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
-from largefedbench.fedtrain import CHUNK_CLIENTS, FedAvgSettings, FlatParams, local_updates
 from largefedbench.synthetic.dp_finetune import lora_generator, require_private_budget
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for

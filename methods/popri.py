@@ -47,6 +47,7 @@ from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
 from largefedbench.synthetic.generation import (
     clean_completion,
@@ -54,8 +55,12 @@ from largefedbench.synthetic.generation import (
     generate_ids,
     seed_for,
 )
-from largefedbench.run.rounds import RoundsLoop
-from largefedbench.synthetic.lora import LoraState, add_lora, load_lora_state, lora_state
+from largefedbench.synthetic.lora import (
+    LoraState,
+    add_lora,
+    load_lora_state,
+    lora_state,
+)
 from largefedbench.synthetic.preferences import preference_pairs
 from largefedbench.synthetic.prompts import build_prompts
 from largefedbench.synthetic.rounds import (
@@ -64,6 +69,7 @@ from largefedbench.synthetic.rounds import (
     cohort_fields,
     draw_cohort,
     fid_to,
+    keep_lowest_fid_adapter,
     noise_for_rounds,
     public_examples,
     take,
@@ -228,10 +234,7 @@ class POPri(Method):
         with server():
             if cfg.early_stopping:
                 *_, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + cfg.rounds)
-                fid_t = fid_to(embed(texts, bundle.embedder), validation)
-                loop.history.append({"round": cfg.rounds, "fid": fid_t, "evaluation_only": True})
-                loop.offer(fid_t, cfg.rounds, lora_state(model))
-                load_lora_state(model, loop.best.weights)
+                keep_lowest_fid_adapter(loop, model, texts, bundle.embedder, validation, cfg.rounds)
         if last_cohort_round is not None:
             fed.costs.add(last_cohort_round, server_seconds=server.seconds)
         final = Timer()

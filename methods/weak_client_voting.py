@@ -41,10 +41,10 @@ from typing import Any
 import numpy as np
 
 from largefedbench.contract import Artifact, Method
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.synthetic.dp_finetune import (
     conditional_prompt,
     generator_update,

@@ -24,7 +24,7 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.evaluation import fid
 from largefedbench.privacy import PoissonGaussianEvent
 
-__all__ = ["UNRELEASED_FILE", "Timer", "chunks", "cohort_fields", "draw_cohort", "fid_to",
+__all__ = ["UNRELEASED_FILE", "Timer", "keep_lowest_fid_adapter", "chunks", "cohort_fields", "draw_cohort", "fid_to",
            "noise_for_rounds", "public_examples", "record_unreleased", "take", "unreleased_path"]
 
 #: where un-noised per-round diagnostics go (the seed's run folder): never into the history, info or the entry
@@ -117,6 +117,18 @@ class Timer:
             yield
         finally:
             self.seconds += time.perf_counter() - start
+
+
+def keep_lowest_fid_adapter(loop, model, texts: Sequence[str], embedder, validation: np.ndarray, round_index: int) -> None:
+    """Early stopping on the validation clients (POPri §5.2): the FID of ``texts`` (sampled from the generator after
+    the last round) joins ``loop``'s history and its selection, then the lowest-FID adapter is loaded into ``model``."""
+    from largefedbench.models import embed
+    from largefedbench.synthetic.lora import load_lora_state, lora_state
+
+    value = fid_to(embed(list(texts), embedder), validation)
+    loop.history.append({"round": round_index, "fid": value, "evaluation_only": True})
+    loop.offer(value, round_index, lora_state(model))
+    load_lora_state(model, loop.best.weights)
 
 
 def take(texts: Sequence[str], indices: Sequence[int]) -> list[str]:
