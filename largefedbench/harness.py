@@ -375,7 +375,7 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     start = time.perf_counter()
     from largefedbench.models import load_models
 
-    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, root=request.home)
+    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, home=request.home)
     ev = _Evaluator(prep, bundle, log)
     prep.run_dir.mkdir(parents=True, exist_ok=True)
     results: list[SeedResult] = []

@@ -70,7 +70,7 @@ def tiny(shared_root):
 
     with built_once(shared_root, "tiny"):
         fd = load_snapshot("demo", root=shared_root)
-        return fd, load_models("tiny", fd, device="cpu", progress=False, root=shared_root), shared_root
+        return fd, load_models("tiny", fd, device="cpu", progress=False, home=shared_root), shared_root
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +86,7 @@ def cpu_llm(shared_root):
     quick = dataclasses.replace(CPU, downstream=dataclasses.replace(CPU.downstream, pretrain_steps=3))
     with built_once(shared_root, "cpu-llm"):
         fd = load_snapshot("demo", root=shared_root)
-        return fd, load_models(quick, fd, device="cpu", progress=False, root=shared_root), shared_root
+        return fd, load_models(quick, fd, device="cpu", progress=False, home=shared_root), shared_root
 
 
 # -- helpers for method tests on the tiny bundle (import them: `from conftest import public_for, ...`) ----------

@@ -232,7 +232,7 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
             report.add("request", False, str(exc))
             return report
         log("loading the demo snapshot's tiny models (built and cached on first use)")
-        bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, root=home)
+        bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, home=home)
         evaluator = _Evaluator(prep, bundle, log)
         runs = []
         for k in (1, 2):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, LfbError
 from largefedbench.models.device import get_device
 from largefedbench.models.embedder import describe_embedder, load_embedder, span_embeddings
@@ -120,17 +121,18 @@ class ModelBundle:
 
 
 def load_models(profile: str | ModelProfile, fd, device: str | torch.device | None = None, progress: bool = True,
-                *, root: Path | str | None = None) -> ModelBundle:
+                *, home: Path | str | None = None, root: Path | str | None = None) -> ModelBundle:
     """Load (and for ``tiny``, build or reuse from the cache) the models of ``profile`` for snapshot ``fd``.
 
-    ``root`` overrides ``$LFB_HOME`` for the model and embedding caches. Hub profiles load the tokenizers,
-    downstream model and embedder now and the generator on ``new_generator()``; anything not obtainable stops
-    with an :class:`LfbError` that says what to do.
+    ``home`` overrides ``$LFB_HOME`` for the model and embedding caches (``root`` is its deprecated name). Hub
+    profiles load the tokenizers, downstream model and embedder now and the generator on ``new_generator()``;
+    anything not obtainable stops with an :class:`LfbError` that says what to do.
     """
+    home = renamed_path("load_models", "home", home, "root", root)
     prof = get_profile(profile)
     dev = get_device(device)
     with _hf_progress(progress):
-        return _load(prof, fd, dev, progress, Path(root) if root is not None else None)
+        return _load(prof, fd, dev, progress, Path(home) if home is not None else None)
 
 
 def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None) -> ModelBundle:

@@ -59,7 +59,7 @@ def test_second_load_is_a_cache_hit(tiny, monkeypatch):
         raise AssertionError("the cached tiny models were rebuilt")
 
     monkeypatch.setattr(tiny_models, "_build_tiny", no_training)
-    again = load_models("tiny", fd, device="cpu", progress=False, root=root)
+    again = load_models("tiny", fd, device="cpu", progress=False, home=root)
     assert again.cache_hit is True and again.cache_dir == first.cache_dir
     a, b = first.new_downstream().state_dict(), again.new_downstream().state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -75,14 +75,14 @@ def test_cache_is_built_atomically_and_reused(tmp_path, tiny, monkeypatch):
 
     monkeypatch.setattr(tiny_models, "pretrain_lm", killed)
     with pytest.raises(RuntimeError, match="killed"):
-        load_models(prof, fd, device="cpu", progress=False, root=tmp_path)
+        load_models(prof, fd, device="cpu", progress=False, home=tmp_path)
     parent = tiny_cache_dir(prof, fd, tmp_path).parent
     assert not tiny_cache_dir(prof, fd, tmp_path).exists() and list(parent.iterdir()) == []
 
     monkeypatch.setattr(tiny_models, "pretrain_lm", real_pretrain)
-    built = load_models(prof, fd, device="cpu", progress=False, root=tmp_path)
+    built = load_models(prof, fd, device="cpu", progress=False, home=tmp_path)
     assert built.cache_hit is False
-    assert load_models(prof, fd, device="cpu", progress=False, root=tmp_path).cache_hit is True
+    assert load_models(prof, fd, device="cpu", progress=False, home=tmp_path).cache_hit is True
     # a different model config is a different cache entry
     other = dataclasses.replace(prof, downstream=dataclasses.replace(prof.downstream, n_embd=32))
     assert tiny_cache_dir(other, fd, tmp_path) != built.cache_dir
@@ -178,7 +178,7 @@ def test_snapshot_without_public_spans_cannot_pretrain(tmp_path):
     empty = SimpleNamespace(name="empty", manifest={"content_sha256": "0" * 64},
                             public=SimpleNamespace(all_spans=list))
     with pytest.raises(InputError, match="no public spans"):
-        load_models(fast_tiny(), empty, device="cpu", progress=False, root=tmp_path)
+        load_models(fast_tiny(), empty, device="cpu", progress=False, home=tmp_path)
     assert not any(tmp_path.rglob("manifest.json"))
 
 
