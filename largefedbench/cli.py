@@ -87,7 +87,7 @@ def cmd_data_info(args) -> int:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
 
-    info = snapshot_info(load_snapshot(args.snapshot, root=args.home))
+    info = snapshot_info(load_snapshot(args.snapshot, home=args.home))
     _print_json(info) if args.json else print(format_info(info))
     return 0
 
@@ -176,7 +176,7 @@ def cmd_refresh(args) -> int:
         refresh_cache=args.refresh_cache,
         rate_limit=args.rate_limit,
     )
-    results = refresh(plan, root=args.home, progress=not args.quiet)
+    results = refresh(plan, home=args.home, progress=not args.quiet)
     infos = [snapshot_info(load_snapshot(r.path)) for r in results]
     if args.push_to_hub:
         from largefedbench.data.hub import push_snapshot

@@ -186,7 +186,7 @@ def prepare(request: EvalRequest) -> Prepared:
     if request.noise_free and getattr(method_cls, "fixed_epsilon", None) is not None:
         raise InputError(f"--noise-free: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; "
                          "the noise-free diagnostic is for private methods (it removes their noise)")
-    fd = load_snapshot(request.dataset, root=request.home)
+    fd = load_snapshot(request.dataset, home=request.home)
     verify_snapshot(fd, root=request.home)  # the entry states the manifest's content_sha256: it must be true
     for split in ("train", "validation", "test"):
         if len(fd[split]) == 0:

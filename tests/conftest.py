@@ -69,7 +69,7 @@ def tiny(shared_root):
     from largefedbench.models import load_models
 
     with built_once(shared_root, "tiny"):
-        fd = load_snapshot("demo", root=shared_root)
+        fd = load_snapshot("demo", home=shared_root)
         return fd, load_models("tiny", fd, device="cpu", progress=False, home=shared_root), shared_root
 
 
@@ -85,7 +85,7 @@ def cpu_llm(shared_root):
 
     quick = dataclasses.replace(CPU, downstream=dataclasses.replace(CPU.downstream, pretrain_steps=3))
     with built_once(shared_root, "cpu-llm"):
-        fd = load_snapshot("demo", root=shared_root)
+        fd = load_snapshot("demo", home=shared_root)
         return fd, load_models(quick, fd, device="cpu", progress=False, home=shared_root), shared_root
 
 

@@ -24,7 +24,7 @@ def fixture_snapshot(tmp_path_factory):
     with ReplayServer(BiorxivApp(records + public)) as srv:
         plan = RefreshPlan(window=window_for("2024-09", "2024-09-30", None, 1), sources=["biorxiv"],
                            span=SpanSettings(tokenizer="minilm-wordpiece"), base_urls={"biorxiv": srv.url})
-        (result,) = refresh(plan, root=root, progress=False)
+        (result,) = refresh(plan, home=root, progress=False)
     return root, result.path.name
 
 

@@ -124,11 +124,15 @@ def resolve_snapshot(ref: str | Path, root: Path | None = None) -> Path:
     )
 
 
-def load_snapshot(ref: str | Path = "demo", *, root: Path | None = None) -> FederatedDataset:
-    """Load a snapshot by name, folder, or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset).
+def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: Path | None = None) -> FederatedDataset:
+    """Load a snapshot by name, folder, or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset) from the
+    LargeFedBench ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name).
 
     The demo snapshot is built on first use (deterministic, a few seconds).
     """
+    from largefedbench.deprecation import renamed_path
+
+    root = renamed_path("load_snapshot", "home", home, "root", root)
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
         from largefedbench.data.hub import download_snapshot
 

@@ -112,9 +112,13 @@ class RefreshPlan:
     rate_limit: float | None = None
 
 
-def refresh(plan: RefreshPlan, *, root: Path | None = None, progress: bool = True) -> list[BuildResult]:
-    """Fetch every source of the plan, then write one snapshot per dataset under the LargeFedBench home ``root``
-    (default ``$LFB_HOME``)."""
+def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = True,
+            root: Path | None = None) -> list[BuildResult]:
+    """Fetch every source of the plan, then write one snapshot per dataset under the LargeFedBench ``home``
+    (default ``$LFB_HOME``; ``root`` is its deprecated name)."""
+    from largefedbench.deprecation import renamed_path
+
+    root = renamed_path("refresh", "home", home, "root", root)
     from largefedbench.data.spans import get_span_tokenizer
     from largefedbench.scrapers.cleaning import CLEANING_VERSION
 

@@ -19,7 +19,7 @@ def demo(shared_root):
     """The demo snapshot only (no models: these tests need no training)."""
     from largefedbench.data.federated import load_snapshot
 
-    return load_snapshot("demo", root=shared_root)
+    return load_snapshot("demo", home=shared_root)
 
 
 

@@ -225,7 +225,7 @@ def test_the_demo_snapshot_builds_to_its_known_hash(shared_root):
     from largefedbench.data.federated import load_snapshot
     from largefedbench.leaderboard.snapshots import known_hashes
 
-    assert load_snapshot("demo", root=shared_root).manifest["content_sha256"] in known_hashes("demo", "demo")
+    assert load_snapshot("demo", home=shared_root).manifest["content_sha256"] in known_hashes("demo", "demo")
 
 
 def test_entries_are_built_without_paths_of_this_machine(tmp_path):

@@ -42,7 +42,7 @@ def test_packaged_minilm_is_the_real_model(minilm):
 
 def test_split_embeddings_are_cached_on_disk(minilm, tmp_path_factory, shared_root, monkeypatch):
     model, info = minilm
-    fd = load_snapshot("demo", root=shared_root)
+    fd = load_snapshot("demo", home=shared_root)
     cache_root = tmp_path_factory.mktemp("emb")
     first = span_embeddings(fd, "test", model, info["cache_key"], root=cache_root, batch_size=64, progress=False)
     path = embedding_cache_path(fd, "test", info["cache_key"], cache_root)

@@ -28,7 +28,7 @@ EDGE_CASES = [
 
 @pytest.fixture(scope="module")
 def demo(shared_root):
-    return load_snapshot("demo", root=shared_root)
+    return load_snapshot("demo", home=shared_root)
 
 
 @pytest.fixture(scope="module")
