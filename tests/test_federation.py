@@ -18,7 +18,7 @@ from largefedbench.privacy.mechanisms import Gaussian
 @pytest.fixture(scope="module")
 def train(tmp_path_factory):
     root = tmp_path_factory.mktemp("fed")
-    return load_snapshot(build_demo(home=root, n_clients=600, progress=False).path).train
+    return load_snapshot(build_demo(root=root, n_clients=600, progress=False).path).train
 
 
 @settings(max_examples=60, deadline=None)
