@@ -8,7 +8,7 @@ public model; POPri §5 and App. C.1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -16,12 +16,20 @@ import torch
 from largefedbench.contract import Artifact, Method, PublicResources, config_to_dict
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
-from largefedbench.fedtrain import CohortUpdate, FlatParams, LocalSGD, ModelUpdate, UpdateNormTally, private_cohort_update
+from largefedbench.fedtrain import (
+    CohortUpdate,
+    FlatParams,
+    LocalSGD,
+    ModelUpdate,
+    ServerState,
+    UpdateNormTally,
+    private_cohort_update,
+)
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.rounds import unreleased_path
 
-__all__ = ["FederatedFineTuning", "FineTuningConfig", "FineTuningState", "Server"]
+__all__ = ["FederatedFineTuning", "FineTuningConfig", "Server"]
 
 
 @dataclass(frozen=True)
@@ -67,13 +75,6 @@ class FineTuningConfig:
                         max_steps=self.max_local_steps)
 
 
-@dataclass
-class FineTuningState:
-    """What a checkpoint keeps between rounds: the server's state (global weights, optimizer or tree)."""
-
-    server: dict[str, Any] = field(default_factory=dict)
-
-
 class Server:
     """What DP-FedAvg and DP-FTRL do differently: σ (calibrated for the method's plan), a round's cohort, mechanism
     and public history fields (:meth:`round`), the step on the released sum (:meth:`step`, which moves the global
@@ -110,6 +111,8 @@ class FederatedFineTuning(Method):
     """DP-FedAvg and DP-FTRL; a subclass gives its :class:`Server` (``make_server``)."""
 
     output: ClassVar[str] = "model"
+    retired_settings: ClassVar[dict[str, str]] = {
+        "vectorize": "0.3.0: the cohort update is one loop (vmap was not faster; fedtrain/local_sgd.py)"}
 
     def make_server(self, fed: Federation, cfg, budget: PrivacyBudget, flat: FlatParams) -> Server:
         raise NotImplementedError
@@ -120,7 +123,7 @@ class FederatedFineTuning(Method):
         model = public.models.new_downstream()
         server = self.make_server(fed, cfg, budget, FlatParams(model))
         update = ModelUpdate(model, public.models.tokenizer, cfg.local(), cfg.max_len)
-        loop = RoundsLoop(fed, public, FineTuningState(), rounds=cfg.rounds, first=1, desc=f"{self.name} rounds",
+        loop = RoundsLoop(fed, public, ServerState(), rounds=cfg.rounds, first=1, desc=f"{self.name} rounds",
                           select="max", fingerprint={"method": self.name, "config": config_to_dict(cfg),
                                                      "sigma": server.sigma, "n_clients": fed.n_clients,
                                                      "seed": public.seed})

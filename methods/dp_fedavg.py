@@ -73,7 +73,6 @@ class DPFedAvg(FederatedFineTuning):
     paper = ("McMahan, Ramage, Talwar & Zhang, ICLR 2018, 'Learning differentially private recurrent language "
              "models' (DP-FedAvg); settings of POPri (Hou et al., ICML 2025) App. C.1 and Table 3")
     Config = DPFedAvgConfig
-    retired_settings = {"vectorize": "0.3.0: the cohort update is one loop (vmap was not faster; fedtrain/local_sgd.py)"}
 
     def make_server(self, fed, cfg: DPFedAvgConfig, budget, flat: FlatParams) -> PoissonServer:
         return PoissonServer(fed, cfg, budget, flat)

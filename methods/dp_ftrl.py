@@ -115,7 +115,6 @@ class DPFTRL(FederatedFineTuning):
              "without sampling or shuffling' (DP-FTRLM with tree restarts); settings of POPri (Hou et al., ICML "
              "2025) App. C.2 and Table 3")
     Config = DPFTRLConfig
-    retired_settings = {"vectorize": "0.3.0: the cohort update is one loop (vmap was not faster; fedtrain/local_sgd.py)"}
 
     def make_server(self, fed, cfg: DPFTRLConfig, budget, flat: FlatParams) -> TreeServer:
         return TreeServer(fed, cfg, budget, flat)

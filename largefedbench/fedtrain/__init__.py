@@ -31,8 +31,8 @@ from largefedbench.fedtrain.model_update import (
            UpdateNormTally,
            private_cohort_update,
 )
-from largefedbench.fedtrain.server import ServerOptimizer, ftrl_weights
+from largefedbench.fedtrain.server import ServerOptimizer, ServerState, ftrl_weights
 
 __all__ = ["CHUNK_CLIENTS", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams", "LMExample", "LocalSGD",
-           "ModelUpdate", "ServerOptimizer", "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "local_steps",
+           "ModelUpdate", "ServerOptimizer", "ServerState", "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "local_steps",
            "local_updates", "per_client", "private_cohort_update", "run_round", "train_adapter"]

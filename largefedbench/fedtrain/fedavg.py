@@ -21,7 +21,7 @@ so a method can add its other releases and calibrate once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,7 +29,7 @@ import torch
 from largefedbench.errors import InputError
 from largefedbench.fedtrain.flat import FlatParams
 from largefedbench.fedtrain.local_sgd import LocalSGD
-from largefedbench.fedtrain.server import ServerOptimizer
+from largefedbench.fedtrain.server import ServerOptimizer, ServerState
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
@@ -111,13 +111,6 @@ def run_round(fed, settings: FedAvgSettings, server: ServerOptimizer, sigma: flo
     return {"round": int(cohort.round), **cohort_fields(cohort, fed.n_clients), "noisy_update_norm": round(norm, 6)}
 
 
-@dataclass
-class AdapterState:
-    """What a checkpoint of :func:`train_adapter` keeps: the server's state (adapter weights, optimizer)."""
-
-    server: dict[str, Any] = field(default_factory=dict)
-
-
 def train_adapter(fed, public, settings: FedAvgSettings, server: ServerOptimizer, sigma: float,
                   client_update: ClientUpdate, *, desc: str = "DP fine-tuning", phase: str = "generator",
                   rate: float | None = None, expected_clients: float | None = None, download_floats: int = 0,
@@ -125,7 +118,7 @@ def train_adapter(fed, public, settings: FedAvgSettings, server: ServerOptimizer
     """``settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``/
     ``download_floats``/``chunk_clients``) in the shared rounds loop (checkpoint after each, resume after a kill).
     Returns one public record per round."""
-    loop = RoundsLoop(fed, public, AdapterState(), rounds=settings.rounds, desc=desc)
+    loop = RoundsLoop(fed, public, ServerState(), rounds=settings.rounds, desc=desc)
     if loop.resumed:
         server.load_state_dict(loop.state.server)
     for _ in loop:

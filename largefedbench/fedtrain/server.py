@@ -10,6 +10,7 @@ Both are post-processing of released sums only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -17,7 +18,14 @@ import torch
 from largefedbench.errors import InputError
 from largefedbench.fedtrain.flat import FlatParams
 
-__all__ = ["ServerOptimizer", "ftrl_weights"]
+__all__ = ["ServerOptimizer", "ServerState", "ftrl_weights"]
+
+
+@dataclass
+class ServerState:
+    """The rounds-loop state of a method whose server holds the global weights: the server's ``state_dict()``."""
+
+    server: dict[str, Any] = field(default_factory=dict)
 
 
 class ServerOptimizer:
