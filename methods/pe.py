@@ -43,6 +43,7 @@ Deviations from PrE-Text / the paper:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -53,9 +54,8 @@ from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.generation import (
-    clean_completion,
+    as_samples,
     decode_continuations,
-    generate_flat,
     generate_ids,
     seed_for,
 )
@@ -65,7 +65,12 @@ from largefedbench.synthetic.lora import (
     load_lora_state,
     lora_state,
 )
-from largefedbench.synthetic.prompts import build_prompts, prompt_template
+from largefedbench.synthetic.prompts import (
+    build_prompts,
+    check_prompt_format,
+    prompt_stop,
+    prompt_template,
+)
 from largefedbench.synthetic.rounds import (
     Timer,
     chunks,
@@ -113,6 +118,8 @@ class PEConfig:
     clients_per_round: int | None = None
     n_final: int = 1_000_000
     examples_per_prompt: int = 3
+    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prefix_words: int = 12
     min_output_words: int = 3
     max_new_tokens: int = 64
     temperature: float = 1.0
@@ -120,6 +127,7 @@ class PEConfig:
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
+        check_prompt_format(self.prompt_format, self.prefix_words)
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens) < 1:
             raise InputError("rounds, n_synthetic, n_final and max_new_tokens must be >= 1")
         if not 0 < self.mask_fraction < 1 or not self.threshold_multiplier >= 0 or self.lookahead < 0:
@@ -134,8 +142,11 @@ class PEConfig:
     @classmethod
     def cpu(cls) -> PEConfig:
         """The ``cpu`` profile (SmolLM2-135M on 2 cores, about 15 minutes a seed): 3 rounds of 144 candidates, no
-        look-ahead, the generator's own variation (roberta-large is not installed offline), 384 final samples."""
-        return cls(rounds=3, n_synthetic=144, lookahead=0, variation_model=None, n_final=384, generation_batch_size=32)
+        look-ahead, the generator's own variation (roberta-large is not installed offline) at temperature 0.8, top-p
+        0.95; the expansion continues the first 12 words of a survivor (48 new tokens) as POPri's cpu preset does,
+        512 final samples."""
+        return cls(rounds=3, n_synthetic=144, lookahead=0, variation_model=None, prompt_format="continuation",
+                   prefix_words=12, max_new_tokens=48, temperature=0.8, top_p=0.95, n_final=512, generation_batch_size=32)
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,8 @@ class PESFTConfig:
     threshold_multiplier: float = H_MULTIPLIER
     clients_per_round: int | None = None
     examples_per_prompt: int = 3
+    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prefix_words: int = 12
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -163,6 +176,7 @@ class PESFTConfig:
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
+        check_prompt_format(self.prompt_format, self.prefix_words)
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens, self.sft_epochs, self.sft_batch_size) < 1:
             raise InputError("rounds, n_synthetic, n_final, max_new_tokens, sft_epochs and sft_batch_size must be >= 1")
         if not self.threshold_multiplier >= 0:
@@ -176,8 +190,10 @@ class PESFTConfig:
 
     @classmethod
     def cpu(cls) -> PESFTConfig:
-        """The ``cpu`` profile: PE's cpu settings, then SFT of the LoRA generator at lr 1e-4 (batch 8, 1 epoch)."""
-        return cls(rounds=3, n_synthetic=144, sft_lr=1e-4, sft_epochs=1, sft_batch_size=8, n_final=384,
+        """The ``cpu`` profile: PE's cpu settings (continuation prompts of 12 words, 48 new tokens, temperature 0.8,
+        top-p 0.95), then SFT of the LoRA generator at lr 1e-4 (batch 8, 1 epoch); 512 final samples."""
+        return cls(rounds=3, n_synthetic=144, prompt_format="continuation", prefix_words=12, max_new_tokens=48,
+                   temperature=0.8, top_p=0.95, sft_lr=1e-4, sft_epochs=1, sft_batch_size=8, n_final=512,
                    generation_batch_size=32)
 
 
@@ -277,10 +293,12 @@ class PrivateEvolution(Method):
             n_generated, synthetic = 0, []
             for i, n in chunks(cfg.n_final):
                 prompts = build_prompts(seeds, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(10_000 + i),
-                                        template=template)
-                texts = generate_flat(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                      top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
-                                      seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
+                                        template=template, prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
+                ids = generate_ids(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
+                                   seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
+                raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
+                texts = as_samples(prompts, raw, cfg.prompt_format)
                 n_generated += len(texts)
                 synthetic += [t for t in texts if len(t.split()) > cfg.min_output_words]
         artifact = Artifact.synthetic(
@@ -312,12 +330,13 @@ class PrivateEvolutionSFT(Method):
 
         def sample(n: int, stream: int) -> tuple[list[str], list[str], list[str]]:
             """(prompts, raw continuations for SFT, cleaned samples), one sample per prompt."""
-            prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream))
+            prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
+                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
             ids = generate_ids(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, batch_size=cfg.generation_batch_size, seed=seed_for(public.seed, stream),
                                progress=public.progress, desc=f"generating ({stream})")
-            raw = decode_continuations(tok, ids, clean=False)
-            return prompts, raw, [clean_completion(t) for t in raw]
+            raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
+            return prompts, raw, as_samples(prompts, raw, cfg.prompt_format)
 
         loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="PE+SFT rounds",
                           select="min")

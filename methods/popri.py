@@ -50,7 +50,7 @@ from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
 from largefedbench.synthetic.generation import (
-    clean_completion,
+    as_samples,
     decode_continuations,
     generate_ids,
     seed_for,
@@ -62,7 +62,11 @@ from largefedbench.synthetic.lora import (
     lora_state,
 )
 from largefedbench.synthetic.preferences import preference_pairs
-from largefedbench.synthetic.prompts import build_prompts
+from largefedbench.synthetic.prompts import (
+    build_prompts,
+    check_prompt_format,
+    prompt_stop,
+)
 from largefedbench.synthetic.rounds import (
     Timer,
     chunks,
@@ -92,6 +96,8 @@ class POPriConfig:
     n_per_prompt: int = 10
     rejected_rank: int = 5
     examples_per_prompt: int = 3
+    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prefix_words: int = 12
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -114,6 +120,7 @@ class POPriConfig:
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
+        check_prompt_format(self.prompt_format, self.prefix_words)
         if self.round_start not in ("best_epoch", "last_epoch"):
             raise InputError(f"round_start={self.round_start!r}; choose 'best_epoch' (App. B.1: the round's lowest-FID "
                              "epoch starts the next round) or 'last_epoch' (the reference code)")
@@ -137,11 +144,14 @@ class POPriConfig:
     @classmethod
     def cpu(cls) -> POPriConfig:
         """The ``cpu`` profile (SmolLM2-135M on 2 cores): 3 rounds of 16 prompts × 6 samples (rejected rank 5: 16
-        pairs a round), 2 public examples per prompt (shorter prompts: cheaper generation and DPO), top-p 0.95, DPO
-        β 0.1 at lr 5e-4 → 2e-4 over 2 epochs of batch 2 (16 steps a round: with 2 steps a round at lr 1e-4 the
-        margins stayed below 0.005 and the generator did not move), 256 final samples, generation batch 48."""
-        return cls(rounds=3, n_prompts=16, n_per_prompt=6, rejected_rank=5, examples_per_prompt=2, top_p=0.95, beta=0.1,
-                   lr=5e-4, min_lr=2e-4, dpo_epochs=2, dpo_batch_size=2, n_final=256, generation_batch_size=48)
+        pairs a round); continuation prompts (the first 12 words of a public example, 48 new tokens: about a span)
+        at temperature 0.8, top-p 0.95 — SmolLM2-135M does not imitate the few-shot list, and of the formats and
+        temperatures tried this one is closest to the public split (README, cpu profile); DPO β 0.1 at lr 5e-4 →
+        2e-4 over 2 epochs of batch 2 (16 steps a round: with 2 steps a round at lr 1e-4 the margins stayed below
+        0.005 and the generator did not move), 512 final samples, generation batch 48."""
+        return cls(rounds=3, n_prompts=16, n_per_prompt=6, rejected_rank=5, prompt_format="continuation", prefix_words=12,
+                   max_new_tokens=48, temperature=0.8, top_p=0.95, beta=0.1, lr=5e-4, min_lr=2e-4, dpo_epochs=2,
+                   dpo_batch_size=2, n_final=512, generation_batch_size=48)
 
     def lr_at(self, round_index: int) -> float:
         """The learning rate of round ``round_index`` (0-based): cosine from ``lr`` to ``min_lr`` over the rounds."""
@@ -178,11 +188,12 @@ class POPri(Method):
 
         def sample(n_prompts: int, n_per_prompt: int, stream: int) -> tuple[list[str], list[str], list[str]]:
             """(prompts, raw continuations for DPO, cleaned samples), prompt-major."""
-            prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream))
+            prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
+                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
             ids = generate_ids(model, tok, prompts, n_per_prompt=n_per_prompt, seed=seed_for(public.seed, stream), **gen_kwargs,
                                progress=public.progress, desc=f"generating ({stream})")
-            raw = decode_continuations(tok, ids, clean=False)
-            return prompts, raw, [clean_completion(t) for t in raw]
+            raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
+            return prompts, raw, as_samples(prompts, raw, cfg.prompt_format, n_per_prompt)
 
         def epoch_fid(state: dict, r: int) -> float:
             """Validation FID of one epoch's adapter: one sample per prompt of round ``r`` (same prompts and seed for

@@ -24,7 +24,7 @@ from largefedbench.errors import InputError
 from largefedbench.models.device import model_device
 from largefedbench.synthetic.prompts import STOP
 
-__all__ = ["clean_completion", "context_length", "decode_continuations", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+__all__ = ["as_samples", "clean_completion", "context_length", "decode_continuations", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
 
 
 def context_length(model) -> int:
@@ -54,6 +54,15 @@ def clean_completion(text: str, stop: Sequence[str] = STOP) -> str:
             text = text.split(s, 1)[0]
     text = text.strip().strip("\n").replace("\n\n", " ").replace("\n", " ")
     return text.strip()
+
+
+def as_samples(prompts: Sequence[str], raw: Sequence[str], prompt_format: str, n_per_prompt: int = 1) -> list[str]:
+    """The synthetic samples that raw continuations (prompt-major, ``n_per_prompt`` per prompt, already cut at
+    :func:`~largefedbench.synthetic.prompts.prompt_stop`) make: the continuation alone for a few-shot prompt, prompt +
+    continuation for a continuation prompt; cleaned as :func:`clean_completion`."""
+    if prompt_format == "few-shot":
+        return [clean_completion(t, ()) for t in raw]
+    return [clean_completion(prompts[i // n_per_prompt] + t, ()) for i, t in enumerate(raw)]
 
 
 def _left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,11 @@ sample k+1; for ``k = 3`` this is exactly the reference text.
 Examples are drawn without replacement per prompt (the reference's ``random.sample``) from a seeded numpy
 generator, and their newlines and tabs become spaces. The model's answer is cut where it starts the next
 "Original Text Sample" (:data:`STOP`, the reference's ``re.split("Orig")``).
+
+A second prompt format, ``"continuation"``, asks the generator to continue the first ``prefix_words`` words of one
+public example; the sample is that prefix plus the continuation. It is for small instruction-tuned generators that do
+not imitate a few-shot list: on demo-prose, SmolLM2-135M's few-shot samples were generic web prose (FID to the public
+split 0.349) where its continuations read like the split itself (0.235 at temperature 0.8; README, cpu profile).
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ import numpy as np
 
 from largefedbench.errors import InputError
 
-__all__ = ["PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "STOP", "build_prompts", "clean_example", "prompt_template"]
+__all__ = ["PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "build_prompts", "check_prompt_format", "clean_example",
+           "prompt_stop", "prompt_template"]
+
+#: ``"few-shot"``: the reference's list template; ``"continuation"``: the start of one public example, continued.
+PROMPT_FORMATS = ("few-shot", "continuation")
 
 #: Where a completion is cut: the start of the next "Original Text Sample" header (reference post-processing).
 STOP: tuple[str, ...] = ("Orig",)
@@ -71,14 +80,23 @@ def build_prompts(
     examples_per_prompt: int = 3,
     rng: np.random.Generator,
     template: str | None = None,
+    prompt_format: str = "few-shot",
+    prefix_words: int = 12,
 ) -> list[str]:
     """``n_prompts`` prompts, each filling ``examples_per_prompt`` distinct examples drawn at random from ``examples``.
 
     ``template`` defaults to :func:`prompt_template` for ``examples_per_prompt`` (the reference template for 3).
+    ``prompt_format="continuation"`` instead makes each prompt the first ``prefix_words`` words of one example drawn
+    at random (``examples_per_prompt`` and ``template`` do not apply).
     """
     k = int(examples_per_prompt)
     if n_prompts < 0:
         raise InputError(f"n_prompts={n_prompts} must be >= 0")
+    check_prompt_format(prompt_format, prefix_words)
+    if prompt_format == "continuation":
+        if not examples:
+            raise InputError("a continuation prompt needs a public example but none were given")
+        return [" ".join(clean_example(examples[i]).split()[:prefix_words]) for i in rng.integers(0, len(examples), int(n_prompts))]
     if len(examples) < k:
         raise InputError(f"a prompt needs {k} distinct examples but only {len(examples)} public examples were given")
     fmt = template if template is not None else prompt_template(k)
@@ -88,3 +106,18 @@ def build_prompts(
         picked = rng.choice(len(pool), size=k, replace=False)
         prompts.append(fmt.format(*(pool[i] for i in picked)))
     return prompts
+
+
+def check_prompt_format(prompt_format: str, prefix_words: int = 12) -> None:
+    """A clear error for an unknown format or a prefix of no words."""
+    if prompt_format not in PROMPT_FORMATS:
+        raise InputError(f"prompt_format={prompt_format!r}; choose one of {', '.join(PROMPT_FORMATS)}")
+    if prompt_format == "continuation" and int(prefix_words) < 1:
+        raise InputError(f"prefix_words={prefix_words} must be at least 1: a continuation prompt is the start of an example")
+
+
+def prompt_stop(prompt_format: str) -> tuple[str, ...]:
+    """Where a completion of a prompt of this format is cut: the next list header for few-shot, nowhere for a
+    continuation (whose text may well contain "Orig…", as in "originally")."""
+    return STOP if prompt_format == "few-shot" else ()
+

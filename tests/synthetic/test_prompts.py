@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from largefedbench.errors import InputError
-from largefedbench.synthetic.generation import clean_completion
+from largefedbench.synthetic.generation import as_samples, clean_completion
 from largefedbench.synthetic.prompts import (
     PRE_TEXT_PROMPT_TEMPLATE,
     PROMPT_TEMPLATE,
     build_prompts,
+    prompt_stop,
     prompt_template,
 )
 
@@ -54,3 +55,34 @@ def test_completions_are_cut_at_the_next_sample_header_and_flattened():
     assert clean_completion(raw) == "The cell divides. It grows."
     assert clean_completion("Originally, yes") == ""  # the reference splits on "Orig" too
     assert clean_completion(" keep Orig text ", stop=()) == "keep Orig text"
+
+
+def test_continuation_prompts_are_the_first_words_of_one_seeded_example():
+    examples = [f"w{i} " + " ".join(f"t{j}" for j in range(20)) + "\tend" for i in range(6)] + ["short one"]
+    prompts = build_prompts(examples, 40, rng=np.random.default_rng(3), prompt_format="continuation", prefix_words=5)
+    assert len(prompts) == 40 and {p.split()[0] for p in prompts} <= {f"w{i}" for i in range(6)} | {"short"}
+    assert all(p == "short one" or (len(p.split()) == 5 and p.endswith("t3")) for p in prompts)
+    assert len(set(prompts)) > 3
+    assert prompts == build_prompts(examples, 40, rng=np.random.default_rng(3), prompt_format="continuation", prefix_words=5)
+    # one example is enough (no examples_per_prompt distinct draws); none is a clear error
+    assert build_prompts(["only one here"], 2, examples_per_prompt=3, rng=np.random.default_rng(0),
+                         prompt_format="continuation") == ["only one here"] * 2
+    with pytest.raises(InputError, match="needs a public example"):
+        build_prompts([], 1, rng=np.random.default_rng(0), prompt_format="continuation")
+
+
+def test_unknown_format_or_empty_prefix_is_a_clear_error():
+    with pytest.raises(InputError, match="prompt_format='chat'; choose one of few-shot, continuation"):
+        build_prompts(["a b"], 1, rng=np.random.default_rng(0), prompt_format="chat")
+    with pytest.raises(InputError, match="prefix_words=0"):
+        build_prompts(["a b"], 1, rng=np.random.default_rng(0), prompt_format="continuation", prefix_words=0)
+
+
+def test_samples_are_the_continuation_or_prompt_plus_continuation():
+    # few-shot: cut at the next header, the continuation alone; continuation: never cut at "Orig", the prompt kept
+    assert prompt_stop("few-shot") == ("Orig",) and prompt_stop("continuation") == ()
+    assert as_samples(["P1"], [" The cell divides.\nIt grows."], "few-shot") == ["The cell divides. It grows."]
+    raw = [" originally grew.\n", "'s cells divide"]
+    assert as_samples(["The tissue"], raw, "continuation", n_per_prompt=2) == ["The tissue originally grew.",
+                                                                              "The tissue's cells divide"]
+    assert as_samples(["A", "B"], [" x", " y"], "continuation") == ["A x", "B y"]
