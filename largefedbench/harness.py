@@ -205,7 +205,10 @@ def prepare(request: EvalRequest) -> Prepared:
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
-    run_id = _entry_id(method_cls.name, fd, profile.name, budget, {k: v for k, v in key.items() if k != "seeds"})
+    # finished seeds are reused only under the same profile settings (models, downstream training), not just its name
+    settings = {k: v for k, v in dataclasses.asdict(profile).items() if k != "description"}
+    run_id = _entry_id(method_cls.name, fd, profile.name, budget,
+                       {**{k: v for k, v in key.items() if k != "seeds"}, "profile_settings": settings})
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
     return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id)

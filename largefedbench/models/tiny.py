@@ -79,13 +79,15 @@ def pretraining_sequences(tokenizer, texts: Sequence[str], spec: TinyGPT2) -> li
 
 
 def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_size: int, lr: float, seed: int,
-                pad_id: int, progress: bool = True, desc: str = "pretraining") -> dict[str, Any]:
-    """Train a causal LM with AdamW for ``steps`` batches drawn without replacement (reshuffled each pass)."""
+                pad_id: int, schedule: str = "constant", progress: bool = True, desc: str = "pretraining") -> dict[str, Any]:
+    """Train a causal LM with AdamW for ``steps`` batches drawn without replacement (reshuffled each pass), at a
+    constant ``lr`` or one that decays to 0 on a cosine (``schedule="cosine"``)."""
     if not sequences:
         raise InputError("no pretraining sequences (the public split is empty?)")
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    decay = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if schedule == "cosine" else None
     model.train()
     losses, tokens, order, pos = [], 0, torch.empty(0, dtype=torch.long), 0
     start = time.perf_counter()
@@ -102,10 +104,12 @@ def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if decay is not None:
+                decay.step()
             losses.append(loss.item())
             tokens += int(mask.sum())
     model.eval()
-    return {"steps": steps, "batch_size": batch_size, "lr": lr, "tokens": tokens, "seconds": round(time.perf_counter() - start, 3),
+    return {"steps": steps, "batch_size": batch_size, "lr": lr, "schedule": schedule, "tokens": tokens, "seconds": round(time.perf_counter() - start, 3),
             "first_loss": round(losses[0], 4), "final_loss": round(float(np.mean(losses[-10:])), 4)}
 
 
@@ -117,9 +121,18 @@ def built_roles(profile: ModelProfile) -> list[tuple[str, TinyGPT2]]:
 
 def tiny_fingerprint(profile: ModelProfile) -> str:
     """A digest of everything that shapes the tiny cache (tokenizer and both model specs)."""
-    payload = {"v": CACHE_VERSION, "tokenizer": asdict(profile.tokenizer), "generator": asdict(profile.generator),
-               "downstream": asdict(profile.downstream)}
+    payload = {"v": CACHE_VERSION, "tokenizer": asdict(profile.tokenizer), "generator": _spec(profile.generator),
+               "downstream": _spec(profile.downstream)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _spec(spec) -> dict[str, Any]:
+    """A model spec as fingerprinted: the constant schedule (the default before it was a setting) is left out, so
+    the caches built before keep their folders."""
+    out = asdict(spec)
+    if out.get("pretrain_schedule") == "constant":
+        del out["pretrain_schedule"]
+    return out
 
 
 def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None) -> Path:
@@ -148,7 +161,7 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None
     for role, spec in built_roles(profile):
         model = build_tiny_gpt2(spec, len(tokenizer), tokenizer.eos_token_id)
         stats = pretrain_lm(model, pretraining_sequences(tokenizer, public, spec), steps=spec.pretrain_steps,
-                            batch_size=spec.pretrain_batch_size, lr=spec.pretrain_lr, seed=spec.seed,
+                            batch_size=spec.pretrain_batch_size, lr=spec.pretrain_lr, schedule=spec.pretrain_schedule, seed=spec.seed,
                             pad_id=tokenizer.pad_token_id, progress=progress, desc=f"pretraining tiny {role}")
         model.save_pretrained(folder / role)
         manifest[role] = {"config": asdict(spec), "n_params": n_params(model), "sha256": weights_digest(folder / role),

@@ -193,3 +193,27 @@ def test_bundle_span_embeddings_use_the_bundle_root_and_embedder_id(tiny, monkey
         np.testing.assert_array_equal(bundle.span_embeddings(fd, "validation", progress=False), expected)
     finally:
         path.unlink()  # the shared root must not keep fake embeddings
+
+
+def test_cosine_pretraining_decays_the_steps_and_keeps_old_cache_folders(tiny):
+    fd, bundle, _ = tiny
+    tok, spec = bundle.tokenizer, get_profile("tiny").downstream
+    seqs = tiny_models.pretraining_sequences(tok, fd.public.all_spans()[:64], spec)
+
+    def moved(schedule: str) -> float:
+        model = build_tiny_gpt2(spec, len(tok), tok.eos_token_id)
+        start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+        stats = tiny_models.pretrain_lm(model, seqs, steps=6, batch_size=8, lr=3e-3, seed=0, pad_id=tok.pad_token_id,
+                                        schedule=schedule, progress=False)
+        assert stats["schedule"] == schedule
+        return float((torch.cat([p.detach().flatten() for p in model.parameters()]) - start).norm())
+
+    assert moved("cosine") < 0.9 * moved("constant")  # same batches, smaller (decaying) Adam steps
+    # the constant schedule, the default before it was a setting, leaves the cache fingerprint as it was
+    prof = get_profile("tiny")
+    cosine = dataclasses.replace(prof, downstream=dataclasses.replace(prof.downstream, pretrain_schedule="cosine"))
+    assert tiny_models._spec(prof.downstream) == {k: v for k, v in dataclasses.asdict(prof.downstream).items()
+                                                    if k != "pretrain_schedule"}
+    assert tiny_models.tiny_fingerprint(cosine) != tiny_models.tiny_fingerprint(prof)
+    with pytest.raises(InputError, match="pretrain_schedule='linear'"):
+        dataclasses.replace(prof.downstream, pretrain_schedule="linear")

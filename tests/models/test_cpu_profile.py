@@ -89,25 +89,34 @@ def _federation(fd, bundle):
     return Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
 
 
-TINY_TEXT = {"max_new_tokens": 8, "examples_per_prompt": 1, "n_final": 4, "generation_batch_size": 8}
+TINY_TEXT = {"max_new_tokens": 8, "n_final": 4, "generation_batch_size": 8}
+
+
+def _starts_like_public(texts, fd, words=4):
+    """Each sample begins with the first words of a public example: the cpu presets' continuation prompts."""
+    starts = {" ".join(t.split()[:words]) for t in fd.public.all_spans()}
+    return all(" ".join(t.split()[:words]) in starts for t in texts)
 
 
 def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
     fd, bundle, _ = cpu_llm
-    cfg = dataclasses.replace(POPri.Config.tiny(), rounds=1, n_prompts=2, n_per_prompt=3, rejected_rank=2,
+    cfg = dataclasses.replace(POPri.Config.cpu(), rounds=1, n_prompts=2, n_per_prompt=3, rejected_rank=2,
                               dpo_epochs=1, dpo_batch_size=2, **TINY_TEXT)
+    assert cfg.prompt_format == "continuation"
     fed = _federation(fd, bundle)
     public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     artifact = POPri().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
+    assert _starts_like_public(artifact.texts, fd) and min(len(t.split()) for t in artifact.texts) > cfg.prefix_words
     assert fed.ledger.epsilon(3e-6) <= 4.0 and artifact.history[0]["n_pairs"] >= 1
 
 
 def test_one_pe_round_with_the_real_llm(cpu_llm, tmp_path):
     fd, bundle, _ = cpu_llm
-    cfg = dataclasses.replace(PE.Config.tiny(), rounds=1, n_synthetic=4, min_output_words=1, **TINY_TEXT)
+    cfg = dataclasses.replace(PE.Config.cpu(), rounds=1, n_synthetic=4, min_output_words=1, **TINY_TEXT)
     fed = _federation(fd, bundle)
     public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     artifact = PE().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
+    assert _starts_like_public(artifact.texts, fd)  # the expansion continues the survivors' first words
     assert 0 < fed.ledger.epsilon(3e-6) <= 4.0
