@@ -13,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from largefedbench import __version__
 from largefedbench.data.records import Record
 from largefedbench.data.snapshot import BuildSpec, build_snapshot
 from largefedbench.data.spans import SpanSettings
 from largefedbench.data.windows import Window
-from largefedbench.errors import InputError, LfbError, MethodError, PrivacyError, SnapshotError
-from largefedbench import __version__
+from largefedbench.errors import (
+    InputError,
+    LfbError,
+    MethodError,
+    PrivacyError,
+    SnapshotError,
+)
 from largefedbench.harness import EvalRequest, prepare, run_eval
 from largefedbench.leaderboard.schema import Entry, parse_entry
 from largefedbench.privacy import PrivacyLedger
@@ -171,9 +177,10 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
 
 
 def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
-    from largefedbench.harness import preset_config
     from largefedbench.methods.dp_ftrl import DPFTRL
     from largefedbench.methods.popri import POPri
+
+    from largefedbench.harness import preset_config
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
     assert preset_config(POPri, "paper") == POPri.Config()

@@ -2,8 +2,9 @@
 sample at a time and against the compute limit (≈ 2 × parameters FLOPs per new token at this machine's fp32 GEMM
 rate, measured with torch in the same run).
 
-Run with ``pytest tests/synthetic/test_bench_generation_llm.py --benchmark-enable -s``: 32 POPri prompts (3 public
-examples each) × 32 new tokens, greedy, at batch 1, 8, 32 and 64. Disabled (the default test run), it generates a
+Run with ``pytest tests/synthetic/test_bench_generation_llm.py --benchmark-enable -s``: 32 prompts × 32 new tokens,
+greedy, at batch 1, 8, 32 and 64, in both prompt formats: the paper's few-shot list (3 public examples, about 250
+tokens of prompt) and the cpu presets' continuation of a public example's first 12 words. Disabled (the default test run), it generates a
 few tokens for 3 prompts and checks that batching gives the same tokens as one at a time.
 """
 
@@ -33,11 +34,13 @@ def torch_gemm_flops(dim: int = 576, out: int = 1536, rows: int = 2048, repeats:
     return 2 * rows * dim * out / best
 
 
-def test_llm_generation_tokens_per_second(benchmark, cpu_llm):
+@pytest.mark.parametrize("prompt_format", ["few-shot", "continuation"])
+def test_llm_generation_tokens_per_second(benchmark, cpu_llm, prompt_format):
     fd, bundle, _ = cpu_llm
     model, tok = bundle.new_generator(), bundle.generator_tokenizer
     n, new = (3, 4) if benchmark.disabled else (32, 32)
-    prompts = build_prompts(fd.public.all_spans(), n, examples_per_prompt=3, rng=np.random.default_rng(0))
+    prompts = build_prompts(fd.public.all_spans(), n, examples_per_prompt=3, rng=np.random.default_rng(0),
+                            prompt_format=prompt_format)
     kwargs = {"max_new_tokens": new, "temperature": 0}  # greedy: the same tokens at every batch size
     batch = 32 if not benchmark.disabled else n
     batched = benchmark.pedantic(generate_ids, args=(model, tok, prompts), kwargs={**kwargs, "batch_size": batch},
@@ -57,7 +60,7 @@ def test_llm_generation_tokens_per_second(benchmark, cpu_llm):
         rates[batch] = tokens / benchmark.stats.stats.mean
         benchmark.extra_info.update(tokens=tokens, gemm_gflops=round(flops / 1e9, 1), limit_tokens_per_s=round(limit),
                                     **{f"tokens_per_s_batch_{k}": round(v, 1) for k, v in sorted(rates.items())})
-        print(f"\nSmolLM2-135M, {n} prompts × {new} tokens: " + ", ".join(
+        print(f"\nSmolLM2-135M, {n} {prompt_format} prompts × {new} tokens: " + ", ".join(
             f"batch {k}: {v:.1f} tok/s" for k, v in sorted(rates.items())) +
               f"; best ×{max(rates.values()) / rates[1]:.1f} over one at a time; limit {limit:.0f} tok/s at "
               f"{flops / 1e9:.1f} GFLOP/s (best = {max(rates.values()) / limit:.0%} of it)")
