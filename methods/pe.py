@@ -144,9 +144,9 @@ class PEConfig:
         """The ``cpu`` profile (SmolLM2-135M on 2 cores, about 15 minutes a seed): 3 rounds of 144 candidates, no
         look-ahead, the generator's own variation (roberta-large is not installed offline) at temperature 0.8, top-p
         0.95; the expansion continues the first 12 words of a survivor (48 new tokens) as POPri's cpu preset does,
-        512 final samples."""
+        1024 final samples."""
         return cls(rounds=3, n_synthetic=144, lookahead=0, variation_model=None, prompt_format="continuation",
-                   prefix_words=12, max_new_tokens=48, temperature=0.8, top_p=0.95, n_final=512, generation_batch_size=32)
+                   prefix_words=12, max_new_tokens=48, temperature=0.8, top_p=0.95, n_final=1024, generation_batch_size=32)
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,9 @@ class PESFTConfig:
     @classmethod
     def cpu(cls) -> PESFTConfig:
         """The ``cpu`` profile: PE's cpu settings (continuation prompts of 12 words, 48 new tokens, temperature 0.8,
-        top-p 0.95), then SFT of the LoRA generator at lr 1e-4 (batch 8, 1 epoch); 512 final samples."""
+        top-p 0.95), then SFT of the LoRA generator at lr 1e-4 (batch 8, 1 epoch); 1024 final samples."""
         return cls(rounds=3, n_synthetic=144, prompt_format="continuation", prefix_words=12, max_new_tokens=48,
-                   temperature=0.8, top_p=0.95, sft_lr=1e-4, sft_epochs=1, sft_batch_size=8, n_final=512,
+                   temperature=0.8, top_p=0.95, sft_lr=1e-4, sft_epochs=1, sft_batch_size=8, n_final=1024,
                    generation_batch_size=32)
 
 
