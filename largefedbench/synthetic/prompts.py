@@ -120,4 +120,3 @@ def prompt_stop(prompt_format: str) -> tuple[str, ...]:
     """Where a completion of a prompt of this format is cut: the next list header for few-shot, nowhere for a
     continuation (whose text may well contain "Orig…", as in "originally")."""
     return STOP if prompt_format == "few-shot" else ()
-
