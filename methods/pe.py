@@ -54,8 +54,7 @@ from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.generation import (
-    as_samples,
-    decode_continuations,
+    decode_samples,
     generate_ids,
     seed_for,
 )
@@ -68,7 +67,6 @@ from largefedbench.synthetic.lora import (
 from largefedbench.synthetic.prompts import (
     build_prompts,
     check_prompt_format,
-    prompt_stop,
     prompt_template,
 )
 from largefedbench.synthetic.rounds import (
@@ -297,8 +295,7 @@ class PrivateEvolution(Method):
                 ids = generate_ids(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
                                    seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
-                raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
-                texts = as_samples(prompts, raw, cfg.prompt_format)
+                texts = decode_samples(tok, ids, prompts, cfg.prompt_format)[1]
                 n_generated += len(texts)
                 synthetic += [t for t in texts if len(t.split()) > cfg.min_output_words]
         artifact = Artifact.synthetic(
@@ -335,8 +332,8 @@ class PrivateEvolutionSFT(Method):
             ids = generate_ids(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, batch_size=cfg.generation_batch_size, seed=seed_for(public.seed, stream),
                                progress=public.progress, desc=f"generating ({stream})")
-            raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
-            return prompts, raw, as_samples(prompts, raw, cfg.prompt_format)
+            raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format)
+            return prompts, raw, samples
 
         loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="PE+SFT rounds",
                           select="min")

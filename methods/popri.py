@@ -50,8 +50,7 @@ from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.run.rounds import RoundsLoop
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
 from largefedbench.synthetic.generation import (
-    as_samples,
-    decode_continuations,
+    decode_samples,
     generate_ids,
     seed_for,
 )
@@ -65,7 +64,6 @@ from largefedbench.synthetic.preferences import preference_pairs
 from largefedbench.synthetic.prompts import (
     build_prompts,
     check_prompt_format,
-    prompt_stop,
 )
 from largefedbench.synthetic.rounds import (
     Timer,
@@ -193,8 +191,8 @@ class POPri(Method):
                                     prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
             ids = generate_ids(model, tok, prompts, n_per_prompt=n_per_prompt, seed=seed_for(public.seed, stream), **gen_kwargs,
                                progress=public.progress, desc=f"generating ({stream})")
-            raw = decode_continuations(tok, ids, clean=False, stop=prompt_stop(cfg.prompt_format))
-            return prompts, raw, as_samples(prompts, raw, cfg.prompt_format, n_per_prompt)
+            raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format, n_per_prompt)
+            return prompts, raw, samples
 
         def epoch_fid(state: dict, r: int) -> float:
             """Validation FID of one epoch's adapter: one sample per prompt of round ``r`` (same prompts and seed for

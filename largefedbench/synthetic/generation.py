@@ -22,9 +22,9 @@ import torch
 
 from largefedbench.errors import InputError
 from largefedbench.models.device import model_device
-from largefedbench.synthetic.prompts import STOP
+from largefedbench.synthetic.prompts import STOP, prompt_stop
 
-__all__ = ["as_samples", "clean_completion", "context_length", "decode_continuations", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+__all__ = ["as_samples", "clean_completion", "context_length", "decode_continuations", "decode_samples", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
 
 
 def context_length(model) -> int:
@@ -63,6 +63,14 @@ def as_samples(prompts: Sequence[str], raw: Sequence[str], prompt_format: str, n
     if prompt_format == "few-shot":
         return [clean_completion(t, ()) for t in raw]
     return [clean_completion(prompts[i // n_per_prompt] + t, ()) for i, t in enumerate(raw)]
+
+
+def decode_samples(tokenizer, ids: Sequence[Sequence[int]], prompts: Sequence[str], prompt_format: str,
+                   n_per_prompt: int = 1) -> tuple[list[str], list[str]]:
+    """(raw continuations, synthetic samples) of :func:`generate_ids` output for prompts of ``prompt_format``: the
+    raw text is cut at the format's stop (for DPO or SFT to train on), the samples are :func:`as_samples`."""
+    raw = decode_continuations(tokenizer, ids, clean=False, stop=prompt_stop(prompt_format))
+    return raw, as_samples(prompts, raw, prompt_format, n_per_prompt)
 
 
 def _left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
