@@ -207,6 +207,7 @@ def prepare(request: EvalRequest) -> Prepared:
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
     # finished seeds are reused only under the same profile settings (models, downstream training), not just its name
     settings = {k: v for k, v in dataclasses.asdict(profile).items() if k != "description"}
+    settings["downstream_training"] = profile.downstream_training.to_dict()
     run_id = _entry_id(method_cls.name, fd, profile.name, budget,
                        {**{k: v for k, v in key.items() if k != "seeds"}, "profile_settings": settings})
     dataset = fd.manifest["dataset"].lower()
@@ -224,6 +225,7 @@ class _Evaluator:
         self.validation_texts = fd.validation.all_spans()
         self.test_texts = fd.test.all_spans()
         self.training = prep.profile.downstream_training
+        self._public_spans: list[str] | None = None
 
     def accuracy(self, model, texts: list[str]) -> dict[str, float]:
         from largefedbench.evaluation import next_token_accuracy
@@ -231,9 +233,22 @@ class _Evaluator:
         return next_token_accuracy(model, self.bundle.tokenizer, texts, max_len=self.training.max_len,
                                    batch_size=self.training.eval_batch_size)
 
+    def replay_texts(self, n_texts: int, seed: int) -> list[str]:
+        """The public spans mixed into a fine-tuning set of ``n_texts`` texts: ``public_replay`` × ``n_texts`` of them
+        (at most the whole public split), drawn without replacement by ``seed``; none for an empty set."""
+        if not (n_texts and self.training.public_replay):
+            return []
+        if self._public_spans is None:
+            self._public_spans = self.prep.fd.public.all_spans()
+        pool = self._public_spans
+        k = min(len(pool), round(self.training.public_replay * n_texts))
+        picked = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).choice(len(pool), size=k, replace=False)
+        return [pool[i] for i in sorted(picked)]
+
     def train_on(self, texts: list[str], seed: int):
         from largefedbench.evaluation import train_downstream
 
+        texts = list(texts) + self.replay_texts(len(texts), seed)
         result = train_downstream(self.bundle.new_downstream(), self.bundle.tokenizer, texts, self.validation_texts,
                                   seed=seed, progress=self.prep.request.progress, **self.training.as_kwargs())
         return result.model

@@ -111,6 +111,34 @@ def test_finished_seeds_are_not_reused_after_the_profile_settings_change(lfb_hom
     assert after.entry_id == before.entry_id and after.run_dir != before.run_dir  # same entry, fresh seeds
 
 
+def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_home, monkeypatch):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from largefedbench import harness
+    from largefedbench.models import profiles
+
+    tiny = profiles.PROFILES["tiny"]
+    before = prepare(EvalRequest(method="public", out=lfb_home / "b"))
+    replaying = dataclasses.replace(tiny, downstream_training=dataclasses.replace(tiny.downstream_training, public_replay=0.5))
+    monkeypatch.setitem(profiles.PROFILES, "tiny", replaying)
+    prep = prepare(EvalRequest(method="public", out=lfb_home / "b"))
+    assert prep.run_dir != before.run_dir  # seeds trained without replay are not reused
+    ev = harness._Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok"), lambda m: None)
+    public = prep.fd.public.all_spans()
+    a, b = ev.replay_texts(40, seed=0), ev.replay_texts(40, seed=1)
+    assert len(a) == 20 and set(a) <= set(public)  # half as many, all public
+    assert a == ev.replay_texts(40, seed=0) and a != b  # drawn by the seed
+    assert ev.replay_texts(0, seed=0) == []  # nothing to fine-tune: nothing mixed in
+    assert len(ev.replay_texts(10 * len(public), seed=0)) == len(public)  # at most the whole public split
+
+    seen = {}
+    monkeypatch.setattr("largefedbench.evaluation.train_downstream",
+                        lambda model, tok, texts, validation, **kw: seen.update(texts=texts) or SimpleNamespace(model=model))
+    assert ev.train_on(["synthetic one", "synthetic two"], seed=3) == "model"
+    assert seen["texts"] == ["synthetic one", "synthetic two", *ev.replay_texts(2, seed=3)]
+
+
 def test_a_long_snapshot_name_shortens_the_entry_id_but_never_its_config_digest():
     from types import SimpleNamespace
 

@@ -129,7 +129,7 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
                             f"{prep.fd.manifest['content_sha256'][:16]}…, the entry's is {entry.dataset.content_sha256[:16]}…: "
                             "get the same snapshot (e.g. from the hub, `--dataset hf://…`) or rebuild it with the same settings")
-    if dataclasses.asdict(prep.profile.downstream_training) != entry.config.downstream_training:
+    if prep.profile.downstream_training.to_dict() != entry.config.downstream_training:
         notes.append("the profile's downstream training settings differ from the entry's: accuracies may move")
     if prep.method.target != entry.method.target:
         notes.append(f"method {entry.method.name!r} is now {prep.method.target}; the entry was made with "

@@ -18,6 +18,7 @@ A profile only *names* models; :func:`largefedbench.models.load_models` turns it
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -109,18 +110,37 @@ class TinyGPT2:
 
 @dataclass(frozen=True)
 class DownstreamTraining:
-    """How the downstream model is fine-tuned and evaluated (AdamW, no scheduler; POPri App. B.1)."""
+    """How the downstream model is fine-tuned and evaluated (AdamW, no scheduler; POPri App. B.1).
+
+    ``public_replay``: public spans mixed into every fine-tuning set, as a multiple of its size (0: none, the
+    paper's setting; 1.0: as many public spans as training texts). Public text costs no privacy; it keeps a
+    downstream pretrained on the public split from drifting to the generator's style (README, issue 11).
+    """
 
     lr: float
     batch_size: int
     epochs: int
     max_len: int = 64
     eval_batch_size: int = 64
+    public_replay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.public_replay) and self.public_replay >= 0):
+            raise InputError(f"public_replay={self.public_replay} must be a finite number >= 0 (public spans per "
+                             "training text; 0 turns replay off)")
 
     def as_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`largefedbench.evaluation.train_downstream`."""
         return {"lr": self.lr, "batch_size": self.batch_size, "epochs": self.epochs, "max_len": self.max_len,
                 "eval_batch_size": self.eval_batch_size}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as entries and run ids record them: ``public_replay`` only when set, so entries and run
+        folders made before it existed still match."""
+        settings = asdict(self)
+        if not self.public_replay:
+            del settings["public_replay"]
+        return settings
 
 
 ModelSource = HubModel | TinyGPT2 | PackagedGGUF
@@ -155,7 +175,7 @@ class ModelProfile:
         return {
             "name": self.name, "description": self.description, "generator": kind(self.generator),
             "embedder": kind(self.embedder), "downstream": kind(self.downstream), "tokenizer": kind(self.tokenizer),
-            "span_tokenizer": self.span_tokenizer, "downstream_training": asdict(self.downstream_training),
+            "span_tokenizer": self.span_tokenizer, "downstream_training": self.downstream_training.to_dict(),
         }
 
 
@@ -242,7 +262,7 @@ CPU = ModelProfile(
                         pretrain_steps=1200, pretrain_batch_size=32, pretrain_lr=2e-3, pretrain_schedule="cosine", seed=0),
     tokenizer=TrainedBPE(vocab_size=4096),
     span_tokenizer="trained-bpe",
-    downstream_training=DownstreamTraining(lr=3e-4, batch_size=32, epochs=6, max_len=64),
+    downstream_training=DownstreamTraining(lr=3e-4, batch_size=32, epochs=6, max_len=64, public_replay=1.0),
     needs_hub=False,
 )
 """Why SmolLM2-135M: of the two real LLMs that install from PyPI without compiling anything, it samples about 4x

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,7 +76,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         seeds=[r.seed for r in results],
         config=RunConfig(method=config_to_dict(prep.config), preset=prep.preset, overrides=dict(prep.request.overrides),
                          profile=prep.profile.name,
-                         downstream_training=dataclasses.asdict(prep.profile.downstream_training), command=command),
+                         downstream_training=prep.profile.downstream_training.to_dict(), command=command),
         artifacts={},
         history=[r.history for r in results],
         **sections,

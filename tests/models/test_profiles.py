@@ -54,6 +54,20 @@ def test_profiles_are_frozen_and_serialisable():
         assert name in text
 
 
+def test_public_replay_is_validated_and_recorded_only_when_set():
+    from largefedbench.models.profiles import DownstreamTraining
+
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="public_replay=.* must be a finite number >= 0"):
+            DownstreamTraining(lr=1e-3, batch_size=8, epochs=1, public_replay=bad)
+    off = DownstreamTraining(lr=1e-3, batch_size=8, epochs=1)
+    assert "public_replay" not in off.to_dict()  # entries and run folders made before the setting still match
+    assert DownstreamTraining(lr=1e-3, batch_size=8, epochs=1, public_replay=0.5).to_dict()["public_replay"] == 0.5
+    assert "public_replay" not in off.as_kwargs()  # the harness mixes the public spans in, not train_downstream
+    assert get_profile("cpu").downstream_training.public_replay == 1.0
+    assert all(get_profile(n).downstream_training.public_replay == 0 for n in ("paper", "small", "tiny"))
+
+
 def test_tiny_spec_is_validated():
     with pytest.raises(InputError, match="multiple of n_head"):
         TinyGPT2(n_embd=65, n_head=4)
