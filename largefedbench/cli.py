@@ -244,7 +244,7 @@ def cmd_eval(args) -> int:
         method=args.method, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
-        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
+        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free, public=args.public,
     )
     result = run_eval(request)
     entry = result.entry
@@ -257,6 +257,14 @@ def cmd_eval(args) -> int:
           f"ε = {privacy.epsilon} (δ = {privacy.delta:g}, {privacy.accountant} accountant)")
     print(f"references: ε=0 top-1 {m.reference_public.top1.mean:.4f}, ε=∞ top-1 "
           f"{m.reference_non_private.top1.mean:.4f}; gap closed {m.gap_closed.mean:.3f}")
+    if m.reference_generator_only is not None:
+        print(f"generator-only (no private signal) top-1 {m.reference_generator_only.top1.mean:.4f}; gain over it "
+              f"{m.gain_over_generator_only.mean:+.4f} ± {m.gain_over_generator_only.std:.4f}")
+    if m.window_novel is not None:
+        w = m.window_novel
+        print(f"window-novel tokens ({w.n_tokens} ids, k = {w.k:g}): top-1 {w.top1.mean:.4f} (ε=0 {w.reference_public:.4f}, "
+              f"ε=∞ {w.reference_non_private.mean:.4f})")
+    print(f"public resources: {entry.public_kind}")
     print(f"entry written to {result.path}")
     for name, path in result.plots.items():
         print(f"plot {name}: {path}")
@@ -286,6 +294,7 @@ def cmd_audit(args) -> int:
             method=args.method, dataset=args.dataset, epsilon=eps, delta=args.delta,
             profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
             preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
+            public=args.public,
         )
         result = run_eval(request, log=lambda msg: print(f"lfb audit: {msg}", file=sys.stderr), audit=audit)
         results.append(result)
@@ -642,6 +651,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    "(default ./leaderboard)")
     _add_home(p, old="--root")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
+    p.add_argument("--public", help="the public resources (prompts, public replay, the ε = 0 model): generic (the "
+                   "offline stand-in for C4; cpu's default), c4 (the paper's, from the Hub; paper and small), c4:PATH "
+                   "(local C4 shards) or split (the snapshot's pre-window records; tiny's default)")
 
 
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:

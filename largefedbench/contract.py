@@ -90,7 +90,7 @@ class PublicResources:
 
     def __init__(self, *, fd, models, seed: int, run_dir: Path | None = None, progress: bool = True,
                  validation_accuracy: Callable[[Any], dict[str, float]] | None = None,
-                 train_downstream: Callable[[list[str]], Any] | None = None) -> None:
+                 train_downstream: Callable[[list[str]], Any] | None = None, corpus=None) -> None:
         self._fd = fd
         self.models = models
         self.seed = int(seed)
@@ -98,7 +98,9 @@ class PublicResources:
         self.progress = progress
         self._validation_accuracy = validation_accuracy
         self._train_downstream = train_downstream
-        self.public = fd.public
+        self.public = fd.public  # the snapshot's pre-window records (its metadata codes; the corpus when kind is split)
+        #: the run's public corpus (``largefedbench.data.public_corpus.PublicCorpus``): Omega, replay, the ε = 0 model
+        self.corpus = corpus if corpus is not None else getattr(models, "public_corpus", None)
         self.snapshot = {k: fd.manifest.get(k) for k in ("name", "dataset", "window", "content_sha256")}
 
     @property
@@ -107,12 +109,25 @@ class PublicResources:
 
     # -- public data -----------------------------------------------------------------------------------
     def public_texts(self) -> list[str]:
-        """Every span of the public (pre-window) split."""
-        return self.public.all_spans()
+        """Every span of the public corpus (the run's ``--public`` resources; the pre-window split by default)."""
+        return self.public.all_spans() if self._split_corpus else self.corpus.spans
+
+    def public_documents(self) -> list[list[str]]:
+        """The public corpus's documents, each as its spans."""
+        return list(self.public.column("spans")) if self._split_corpus else [list(d) for d in self.corpus.documents]
 
     def public_embeddings(self) -> np.ndarray:
-        """Unit embeddings of the public spans (cached per snapshot and embedder)."""
-        return self.models.span_embeddings(self._fd, "public", progress=self.progress)
+        """Unit embeddings of :meth:`public_texts` (cached per corpus and embedder)."""
+        if self._split_corpus:
+            return self.models.span_embeddings(self._fd, "public", progress=self.progress)
+        from largefedbench.models.embedder import corpus_embeddings
+
+        return corpus_embeddings(self.corpus, self.models.embedder, self.models.embedder_id, root=self.models.root,
+                                 progress=self.progress)
+
+    @property
+    def _split_corpus(self) -> bool:
+        return self.corpus is None or self.corpus.kind == "split"
 
     def validation_embeddings(self) -> np.ndarray:
         """Unit embeddings of the validation clients' spans, for model selection by FID (POPri §5.2)."""

@@ -62,6 +62,7 @@ class EvalRequest:
     executor: str = "local"  # where client computations of Federation.private_sum run: local or ray
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
+    public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
     progress: bool = True
     command: str = ""
     root: InitVar[Path | None] = None  # deprecated name of ``home``
@@ -86,6 +87,7 @@ class Prepared:
     entry_id: str
     entry_path: Path
     run_id: str = ""  # the entry id without the seed list: seeds done for (0,) are reused by (0, 1, 2)
+    public_spec: str = "split"  # the public resources (largefedbench.data.public_corpus.parse_public)
 
     @property
     def method_cls(self) -> type:
@@ -161,6 +163,7 @@ def bounded_id(name: str, *digests: str) -> str:
 def prepare(request: EvalRequest) -> Prepared:
     """Resolve and check everything about ``request``; raises a clear :class:`LfbError` before any work."""
     from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.public_corpus import parse_public
     from largefedbench.data.snapshot import verify_snapshot
     from largefedbench.models import get_profile
     from largefedbench.registry import resolve_method
@@ -179,6 +182,8 @@ def prepare(request: EvalRequest) -> Prepared:
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
     profile = get_profile(request.profile)
+    public_spec = request.public or profile.public
+    public_kind, _ = parse_public(public_spec)
     preset = request.preset or (profile.name if profile.name in PRESETS else "paper")
     base = preset_config(method_cls, preset)
     config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
@@ -204,6 +209,8 @@ def prepare(request: EvalRequest) -> Prepared:
     }
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True
+    if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids
+        key["public"] = public_kind
     entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
     # finished seeds are reused only under the same profile settings (models, downstream training), not just its name
     settings = {k: v for k, v in dataclasses.asdict(profile).items() if k != "description"}
@@ -212,7 +219,7 @@ def prepare(request: EvalRequest) -> Prepared:
                        {**{k: v for k, v in key.items() if k != "seeds"}, "profile_settings": settings})
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
-    return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id)
+    return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id, public_spec)
 
 
 # -- one seed -------------------------------------------------------------------------------------------------
@@ -225,22 +232,36 @@ class _Evaluator:
         self.validation_texts = fd.validation.all_spans()
         self.test_texts = fd.test.all_spans()
         self.training = prep.profile.downstream_training
-        self._public_spans: list[str] | None = None
+        self._novel = None
 
-    def accuracy(self, model, texts: list[str]) -> dict[str, float]:
+    def accuracy(self, model, texts: list[str], targets=None) -> dict[str, float]:
         from largefedbench.evaluation import next_token_accuracy
 
         return next_token_accuracy(model, self.bundle.tokenizer, texts, max_len=self.training.max_len,
-                                   batch_size=self.training.eval_batch_size)
+                                   batch_size=self.training.eval_batch_size, targets=targets)
+
+    @property
+    def novel(self):
+        """The window-novel tokens of the snapshot (train clients against pre-window records), computed once."""
+        if self._novel is None:
+            from largefedbench.evaluation.novel_tokens import window_novel_tokens
+
+            fd = self.prep.fd
+            self._novel = window_novel_tokens(self.bundle.tokenizer, fd.train.all_spans(), fd.public.all_spans())
+        return self._novel
+
+    def test_metrics(self, model) -> dict[str, float]:
+        """Next-token accuracy on the test clients, and top-1 on their window-novel targets (``novel_top1``)."""
+        metrics = self.accuracy(model, self.test_texts)
+        novel = self.accuracy(model, self.test_texts, targets=self.novel.ids) if self.novel.ids else {"top1": math.nan, "n_tokens": 0}
+        return {**metrics, "novel_top1": novel["top1"], "novel_n_tokens": novel["n_tokens"]}
 
     def replay_texts(self, n_texts: int, seed: int) -> list[str]:
         """The public spans mixed into a fine-tuning set of ``n_texts`` texts: ``public_replay`` × ``n_texts`` of them
         (at most the whole public split), drawn without replacement by ``seed``; none for an empty set."""
         if not (n_texts and self.training.public_replay):
             return []
-        if self._public_spans is None:
-            self._public_spans = self.prep.fd.public.all_spans()
-        pool = self._public_spans
+        pool = self.bundle.public_corpus.spans
         k = min(len(pool), round(self.training.public_replay * n_texts))
         picked = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).choice(len(pool), size=k, replace=False)
         return [pool[i] for i in sorted(picked)]
@@ -257,7 +278,7 @@ class _Evaluator:
         return PublicResources(
             fd=self.prep.fd, models=self.bundle, seed=seed, run_dir=run_dir, progress=self.prep.request.progress,
             validation_accuracy=lambda m: self.accuracy(m, self.validation_texts),
-            train_downstream=lambda texts: self.train_on(texts, seed),
+            train_downstream=lambda texts: self.train_on(texts, seed), corpus=self.bundle.public_corpus,
         )
 
     def federation(self, method_cls: type, seed: int):
@@ -275,29 +296,54 @@ class _Evaluator:
         return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor,
                           noise_free=self.prep.request.noise_free)
 
-    # references, cached per (snapshot, profile models, downstream training, seed)
-    def _reference_path(self, name: str, seed: int | None) -> Path:
+    # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed)
+    def _reference_path(self, name: str, seed: int | None, config: dict[str, Any] | None = None) -> Path:
         info = self.bundle.describe()
+        corpus = self.bundle.public_corpus
         key = {"snapshot": self.prep.fd.manifest["content_sha256"], "profile": self.prep.profile.name,
                "downstream": info.get("downstream", {}).get("sha256") or info.get("downstream", {}).get("id"),
-               "training": dataclasses.asdict(self.training), "lfb": __version__}
+               "training": dataclasses.asdict(self.training), "lfb": __version__, "metrics": 2}
+        if corpus.kind != "split":
+            key["public"] = corpus.sha256
+        if config is not None:
+            key["config"] = config
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
         home = self.prep.request.home or lfb_home()
         return Path(home) / "references" / digest / (f"{name}-seed{seed}.json" if seed is not None else f"{name}.json")
 
     def reference(self, name: str, seed: int) -> dict[str, float]:
-        from largefedbench.methods.references import NonPrivateReference, PublicReference
+        """The test metrics of the reference ``name`` (``public``, ``non-private`` or ``generator-only``) for
+        ``seed``, computed once and cached; the generator-only row runs with the run's preset."""
+        from largefedbench.registry import resolve_method
 
-        path = self._reference_path(name, None if name == "public" else seed)
+        cls = resolve_method(name).cls
+        config = preset_config(cls, self.prep.preset) if name == "generator-only" else cls.Config()
+        path = self._reference_path(name, None if name == "public" else seed,
+                                    config_to_dict(config) if name == "generator-only" else None)
         if path.exists():
             return json.loads(path.read_text())
-        self.log(f"computing the ε = {'0' if name == 'public' else '∞'} reference (seed {seed}); cached for later runs")
-        cls = PublicReference if name == "public" else NonPrivateReference
+        self.log(f"computing the {name} reference (ε = {cls.fixed_epsilon:g}, seed {seed}); cached for later runs")
         fed = self.federation(cls, seed)
-        artifact = cls().train(fed, self.public_resources(seed, None), cls.Config(), PrivacyBudget(cls.fixed_epsilon, 0.0))
-        metrics = self.accuracy(artifact.model, self.test_texts)
+        artifact = cls().train(fed, self.public_resources(seed, None), config, PrivacyBudget(cls.fixed_epsilon, 0.0))
+        model = self.train_on(artifact.texts, seed) if artifact.kind == "synthetic text" else artifact.model
+        metrics = jsonable(self.test_metrics(model))
+        if artifact.kind == "synthetic text":
+            metrics.update(self.synthetic_stats(artifact.texts))
         atomic_write_json(path, metrics)
         return metrics
+
+    def synthetic_stats(self, texts: list[str]) -> dict[str, float]:
+        """FID of synthetic texts to the validation spans and, on the demos, the share naming a private-only topic."""
+        from largefedbench.evaluation import fid
+        from largefedbench.models import embed
+
+        stats = {"fid": float(fid(embed(texts, self.bundle.embedder),
+                                  self.bundle.span_embeddings(self.prep.fd, "validation", progress=False)))}
+        if self.prep.fd.synthetic:
+            from largefedbench.data.demo_lexicon import private_topic_share
+
+            stats["topic_share"] = private_topic_share(texts)
+        return stats
 
 
 def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
@@ -348,12 +394,17 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     else:
         model = artifact.model
     validation = ev.accuracy(model, ev.validation_texts)
-    test = ev.accuracy(model, ev.test_texts)
+    test = jsonable(ev.test_metrics(model))
+    topic_share = None
+    if artifact.kind == "synthetic text" and prep.fd.synthetic:
+        from largefedbench.data.demo_lexicon import private_topic_share
+
+        topic_share = private_topic_share(artifact.texts)
     result = SeedResult(
         seed=seed, test=test, validation=validation, fid=synthetic_fid, epsilon=spent, accountant=accountant,
         ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
-        n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores,
+        n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=topic_share,
     )
     atomic_write_json(done, result.to_json())
     public.clear_checkpoint()
@@ -393,17 +444,23 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     start = time.perf_counter()
     from largefedbench.models import load_models
 
-    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, home=request.home)
+    bundle = load_models(prep.profile, prep.fd, device=request.device, progress=request.progress, home=request.home,
+                         public=prep.public_spec)
     ev = _Evaluator(prep, bundle, log)
     prep.run_dir.mkdir(parents=True, exist_ok=True)
     results: list[SeedResult] = []
     non_private: list[dict[str, float]] = []
+    generator_only: list[dict[str, float]] = []
+    with_generator_row = prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
     public = ev.reference("public", request.seeds[0])
     for seed in request.seeds:
         results.append(_run_seed(prep, ev, seed, log, audit))
         non_private.append(ev.reference("non-private", seed))
+        if with_generator_row:
+            generator_only.append(ev.reference("generator-only", seed))
     section = None if audit is None else audit.section([r.to_json() for r in results], prep.budget)
     entry = build_entry(prep, bundle, results, reference_public=public, reference_non_private=non_private,
+                        reference_generator_only=generator_only or None, novel=ev.novel.describe(),
                         wall_seconds=time.perf_counter() - start, command=prep.request.command or _command_for(prep),
                         audit=section)
     from largefedbench.evaluation.plots import write_entry_plots

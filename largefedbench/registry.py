@@ -27,6 +27,7 @@ ENTRY_POINT_GROUP = "largefedbench.methods"
 BUILTIN_METHODS: dict[str, str] = {
     "public": "largefedbench.methods.references:PublicReference",
     "non-private": "largefedbench.methods.references:NonPrivateReference",
+    "generator-only": "largefedbench.methods.generator_only:GeneratorOnly",
     "dp-fedavg": "largefedbench.methods.dp_fedavg:DPFedAvg",
     "dp-ftrl": "largefedbench.methods.dp_ftrl:DPFTRL",
     "pe": "largefedbench.methods.pe:PrivateEvolution",

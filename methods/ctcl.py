@@ -173,8 +173,7 @@ def fit_topic_model(public, n_topics: int, n_keywords: int, *, variance: float, 
                     corpus_size: int | None = None) -> tuple[TopicModel, np.ndarray, list[list[str]]]:
     """CTCL-Topic on the public clients (all, or a seeded sample of ``corpus_size``): returns the model, each used
     public document's topic and those documents' spans."""
-    split = public.public
-    spans = list(split.column("spans"))
+    spans = public.public_documents()
     if corpus_size is not None and corpus_size < len(spans):
         keep = np.sort(public.rng(0x70C).choice(len(spans), size=corpus_size, replace=False))
         spans = [spans[i] for i in keep]

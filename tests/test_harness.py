@@ -124,8 +124,13 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
     monkeypatch.setitem(profiles.PROFILES, "tiny", replaying)
     prep = prepare(EvalRequest(method="public", out=lfb_home / "b"))
     assert prep.run_dir != before.run_dir  # seeds trained without replay are not reused
-    ev = harness._Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok"), lambda m: None)
+    from largefedbench.data.public_corpus import load_public_corpus
+
+    corpus = load_public_corpus("split", prep.fd)
+    ev = harness._Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok", public_corpus=corpus),
+                            lambda m: None)
     public = prep.fd.public.all_spans()
+    assert corpus.spans == public  # the tiny profile's public resources are the snapshot's pre-window split
     a, b = ev.replay_texts(40, seed=0), ev.replay_texts(40, seed=1)
     assert len(a) == 20 and set(a) <= set(public)  # half as many, all public
     assert a == ev.replay_texts(40, seed=0) and a != b  # drawn by the seed

@@ -88,7 +88,12 @@ class Audit:
                              "private method")
         kind = canary_kind(prep.method_cls)
         votes = kind == "text" and getattr(prep.method_cls, "audit_by_releases", False)
-        pool = tuple(t for t in prep.fd.public.all_spans() if t.strip()) if votes else ()
+        if votes:  # the canaries' texts come from the run's public corpus, as the method's own prompts do
+            from largefedbench.data.public_corpus import load_public_corpus
+
+            pool = tuple(t for t in load_public_corpus(prep.public_spec, prep.fd).spans if t.strip())
+        else:
+            pool = ()
         self.plan = CanaryPlan(self.canaries, self.inclusion_seed, kind, pool)
         if kind == "update":
             clip = getattr(prep.config, "clip", None)

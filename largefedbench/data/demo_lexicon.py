@@ -196,3 +196,29 @@ FIRST_NAMES = ["James", "Maria", "David", "Aisha", "Robert", "Chen", "Sarah", "L
                "Emma", "Daniel", "Grace", "Omar", "Julia", "Samuel", "Hannah", "Lucas"]
 LAST_NAMES = ["Smith", "Garcia", "Okafor", "MacDonald", "Nguyen", "Patel", "Tremblay", "Jones", "Kowalski", "Murphy",
               "Singh", "Roy", "Evans", "Cohen", "Martin", "Walker", "Gagnon", "Hughes", "Ali", "Bennett"]
+
+
+#: Phrases that name a topic of the demo window (the topics above with ``start``), lower case: what the private
+#: clients of ``demo-prose`` talk about and its pre-window records rarely do. They measure how many synthetic samples
+#: reach the window's topics (the harness's topic share on the demos) and check that the generic public corpus,
+#: written for any domain, names none of them.
+PRIVATE_TOPIC_MARKERS: dict[str, tuple[str, ...]] = {
+    "avian_influenza": ("h5n1", "avian influenza", "raw milk", "dairy cattle"),
+    "protein_language_models": ("protein language model",),
+    "spatial_omics": ("spatial transcriptom",),
+    "glp1": ("glp-1", "semaglutide", "tirzepatide", "incretin"),
+    "ai_regulation": ("deepfake", "ai safety", "frontier ai", "watermark", "call centre"),
+    "tariffs": ("tariff", "trade dispute", "retaliatory", "steel and aluminium"),
+    "bird_flu": ("bird flu", "poultry", "culling"),
+}
+
+
+def private_topics_named(text: str) -> list[str]:
+    """The demo-window topics whose marker phrases ``text`` contains."""
+    low = text.lower()
+    return [topic for topic, markers in PRIVATE_TOPIC_MARKERS.items() if any(m in low for m in markers)]
+
+
+def private_topic_share(texts: list[str]) -> float:
+    """The share of ``texts`` that name at least one demo-window topic."""
+    return sum(1 for t in texts if private_topics_named(t)) / len(texts) if texts else 0.0

@@ -21,7 +21,7 @@ import gzip
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from largefedbench.data.records import Record
@@ -90,6 +90,25 @@ def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed:
 
     Batches are fixed slices of ``records`` with seed ``seed_for(seed, batch index)``, so a resumed run writes what
     an uninterrupted one would. Returns all rows by record id."""
+    by_id = {r.id: r for r in records}
+
+    def row(record_id: str, continuation: str) -> dict:
+        text = written_text(by_id[record_id], continuation)
+        return {"text": text, "writer_version": WRITER_VERSION, **({"short": True} if len(text.split()) < MIN_WORDS else {})}
+
+    return write_batches([(r.id, writer_prompt(r)) for r in records], row, model, tokenizer, out, seed=seed,
+                         batch_size=batch_size, max_new_tokens=MAX_NEW_TOKENS, progress=progress, desc="writing demo prose")
+
+
+def write_batches(items: Sequence[tuple[str, str]], make_row: Callable[[str, str], dict], model, tokenizer, out: Path, *,
+                  seed: int, batch_size: int, max_new_tokens: int, temperature: float = TEMPERATURE, top_p: float = TOP_P,
+                  progress: bool = True, desc: str = "writing") -> dict[str, dict]:
+    """Continue each ``(id, prompt)`` of ``items`` once with the LLM and append ``{"id", "batch", **make_row(id,
+    continuation)}`` to the JSONL file ``out``, resuming where a previous run stopped.
+
+    Batches are fixed slices of ``items`` sampled with seed ``seed_for(seed, batch index)``, so a resumed run writes
+    what an uninterrupted one would; a batch is written with one write and fsynced, so a kill loses at most it.
+    Returns every row of the file by id."""
     from tqdm.auto import tqdm
 
     from largefedbench.synthetic.generation import generate_flat, seed_for
@@ -97,8 +116,8 @@ def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = read_done(out)
-    batches = [records[i : i + batch_size] for i in range(0, len(records), batch_size)]
-    bar = tqdm(total=len(records), desc="writing demo prose", disable=not progress, initial=len(done))
+    batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+    bar = tqdm(total=len(items), desc=desc, disable=not progress, initial=sum(1 for i, _ in items if i in done))
     torn = False
     if out.is_file() and out.stat().st_size:
         with out.open("rb") as fh:
@@ -108,21 +127,18 @@ def write_texts(records: Sequence[Record], model, tokenizer, out: Path, *, seed:
         if torn:
             fh.write("\n")  # end a line a kill tore, so the next row starts a line of its own
         for index, batch in enumerate(batches):
-            new = sum(1 for r in batch if r.id not in done)
+            new = sum(1 for item_id, _ in batch if item_id not in done)
             if not new:
                 continue
-            continuations = generate_flat(model, tokenizer, [writer_prompt(r) for r in batch], max_new_tokens=MAX_NEW_TOKENS,
-                                          temperature=TEMPERATURE, top_p=TOP_P, batch_size=batch_size,
+            continuations = generate_flat(model, tokenizer, [prompt for _, prompt in batch], max_new_tokens=max_new_tokens,
+                                          temperature=temperature, top_p=top_p, batch_size=batch_size,
                                           seed=seed_for(seed, index), stop=())
             lines = []
-            for record, continuation in zip(batch, continuations):
-                text = written_text(record, continuation)
-                row = {"id": record.id, "text": text, "batch": index, "writer_version": WRITER_VERSION}
-                if len(text.split()) < MIN_WORDS:
-                    row["short"] = True
-                done[record.id] = row
+            for (item_id, _), continuation in zip(batch, continuations):
+                row = {"id": item_id, "batch": index, **make_row(item_id, continuation)}
+                done[item_id] = row
                 lines.append(json.dumps(row, ensure_ascii=False))
-            fh.write("\n".join(lines) + "\n")  # one write per batch, then to disk: a kill loses at most this batch
+            fh.write("\n".join(lines) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
             bar.update(new)

@@ -34,13 +34,17 @@ def _check_topk(topk: Sequence[int]) -> tuple[int, ...]:
 
 
 @torch.inference_mode()
-def accuracy_counts(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, topk: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
-    """Hit counts, target count and summed cross-entropy of one right-padded batch (the unit of the metric)."""
+def accuracy_counts(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, topk: Sequence[int] = (1, 3, 5),
+                    targets: torch.Tensor | None = None) -> dict[str, float]:
+    """Hit counts, target count and summed cross-entropy of one right-padded batch (the unit of the metric).
+    ``targets`` (a boolean vector over the vocabulary) counts only the positions whose target token it marks."""
     ks = _check_topk(topk)
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
     logits = logits[:, :-1].float()
     labels = input_ids[:, 1:]
     valid = attention_mask[:, 1:].bool()
+    if targets is not None:
+        valid &= targets.to(labels.device)[labels]
     lg, lb = logits[valid], labels[valid]
     out: dict[str, float] = {"n_tokens": int(lb.numel()), "loss_sum": float(F.cross_entropy(lg, lb, reduction="sum")) if lb.numel() else 0.0}
     if lb.numel():
@@ -55,10 +59,12 @@ def accuracy_counts(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
 
 
 def next_token_accuracy(model, tokenizer, texts: Sequence[str], max_len: int = 64, topk: Sequence[int] = (1, 3, 5),
-                        batch_size: int = 64, progress: bool = False) -> dict[str, float]:
+                        batch_size: int = 64, progress: bool = False, targets: Sequence[int] | None = None) -> dict[str, float]:
     """Top-k next-token accuracies, target count and mean loss of ``model`` on ``texts`` (POPri spec item 12).
 
     Returns ``{"top1": …, "top3": …, "top5": …, "n_tokens": N, "loss": …}`` (one ``top{k}`` per ``k`` in ``topk``).
+    ``targets`` (token ids) restricts every count to the positions whose target is one of them (the window-novel
+    accuracy); with no such position the accuracies are NaN and ``n_tokens`` is 0.
     """
     ks = _check_topk(topk)
     if batch_size < 1:
@@ -72,16 +78,25 @@ def next_token_accuracy(model, tokenizer, texts: Sequence[str], max_len: int = 6
     model.eval()
     seqs = sorted(seqs, key=len, reverse=True)
     totals = {"n_tokens": 0, "loss_sum": 0.0, **{f"hits{k}": 0 for k in ks}}
+    mask_vector = None
+    if targets is not None:
+        mask_vector = torch.zeros(_vocab_size(model, tokenizer), dtype=torch.bool)
+        mask_vector[torch.as_tensor(sorted(set(int(t) for t in targets)), dtype=torch.long)] = True
     try:
         for start in tqdm(range(0, len(seqs), batch_size), desc="next-token accuracy", disable=not progress, leave=False):
             ids, mask = pad_batch(seqs[start : start + batch_size], pad_id)
-            counts = accuracy_counts(model, ids.to(device), mask.to(device), ks)
+            counts = accuracy_counts(model, ids.to(device), mask.to(device), ks, targets=mask_vector)
             for key in totals:
                 totals[key] += counts[key]
     finally:
         model.train(was_training)
     n = totals["n_tokens"]
-    result = {f"top{k}": totals[f"hits{k}"] / n for k in ks}
+    result = {f"top{k}": totals[f"hits{k}"] / n if n else float("nan") for k in ks}
     result["n_tokens"] = n
-    result["loss"] = totals["loss_sum"] / n
+    result["loss"] = totals["loss_sum"] / n if n else float("nan")
     return result
+
+
+def _vocab_size(model, tokenizer) -> int:
+    """The number of ids a target can take: the larger of the model's output size and the tokenizer's."""
+    return max(int(model.get_output_embeddings().weight.shape[0]), len(tokenizer))

@@ -110,6 +110,21 @@ class AccuracySection(_Strict):
     top5: UnitStat
 
 
+class WindowNovelSection(_Strict):
+    """Next-token top-1 on the test positions whose target is a window-novel token (issue 25): a token whose
+    frequency in the private train clients is >= ``k`` × its frequency in the domain's pre-window records."""
+
+    k: Annotated[float, Field(gt=0.0)]
+    min_count: int = Field(ge=1)
+    n_tokens: int = Field(ge=0)  # the size of the novel-token list
+    n_test_positions: int = Field(ge=0)  # test targets that are novel tokens
+    top1: Stat  # NaN-free: a run whose test split has no novel target has no section
+    reference_public: Finite
+    reference_non_private: Stat
+    reference_generator_only: Stat | None = None
+    gap_closed: Stat | None = None
+
+
 class MetricsSection(_Strict):
     next_token_accuracy: AccuracySection
     validation_top1: UnitStat
@@ -118,6 +133,22 @@ class MetricsSection(_Strict):
     gap_closed: Stat
     fid: Stat | None = None  # synthetic-text methods only
     n_test_tokens: int = Field(ge=1)
+    # the no-signal reference (synthetic-text methods): the untouched generator's samples, same pipeline, ε = 0
+    reference_generator_only: AccuracySection | None = None
+    gain_over_generator_only: Stat | None = None  # top-1 minus the generator-only row's, per seed
+    gap_closed_over_generator_only: Stat | None = None  # (acc − acc_gen) / (acc∞ − acc_gen), per seed
+    window_novel: WindowNovelSection | None = None
+    topic_share: Stat | None = None  # demos: share of synthetic samples naming a private-only topic
+
+
+class PublicSection(_Strict):
+    """The public resources of the run (issue 25): Omega, public replay and the ε = 0 checkpoint came from them."""
+
+    kind: Literal["generic", "c4", "split"]
+    source: str
+    documents: int = Field(ge=1)
+    spans: int = Field(ge=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class CostsSection(_Strict):
@@ -213,6 +244,12 @@ class Entry(_Strict):
     history: list[list[dict[str, Any]]] = Field(default_factory=list)  # per seed, per round
     audit: AuditSection | None = None  # `lfb audit` entries only
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
+    public: PublicSection | None = None  # absent in entries made before issue 25: the snapshot's public split
+
+    @property
+    def public_kind(self) -> str:
+        """The kind of public resources the entry was run with (``split`` for entries that predate the choice)."""
+        return self.public.kind if self.public is not None else "split"
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the JSON object it is written as: the fields it was given (an optional section it does not

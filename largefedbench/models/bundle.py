@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from largefedbench.data.public_corpus import PublicCorpus, load_public_corpus
 from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, LfbError
 from largefedbench.models.device import get_device
@@ -121,30 +122,35 @@ class ModelBundle:
 
 
 def load_models(profile: str | ModelProfile, fd, device: str | torch.device | None = None, progress: bool = True,
-                *, home: Path | str | None = None, root: Path | str | None = None) -> ModelBundle:
-    """Load (and for ``tiny``, build or reuse from the cache) the models of ``profile`` for snapshot ``fd``.
+                *, home: Path | str | None = None, root: Path | str | None = None, public: str | PublicCorpus | None = None) -> ModelBundle:
+    """Load (and for ``tiny``/``cpu``, build or reuse from the cache) the models of ``profile`` for snapshot ``fd``.
 
-    ``home`` overrides ``$LFB_HOME`` for the model and embedding caches (``root`` is its deprecated name). Hub
-    profiles load the tokenizers, downstream model and embedder now and the generator on ``new_generator()``;
-    anything not obtainable stops with an :class:`LfbError` that says what to do.
+    ``public`` names the public resources (``generic``, ``c4``, ``c4:PATH``, ``split``; default: the profile's) or
+    is a loaded :class:`PublicCorpus`: the trained tokenizer and the ε = 0 downstream checkpoint are trained on it,
+    and ``bundle.public_corpus`` holds it. ``home`` overrides ``$LFB_HOME`` for the model and embedding caches
+    (``root`` is its deprecated name). Hub profiles load the tokenizers, downstream model and embedder now and the
+    generator on ``new_generator()``; anything not obtainable stops with an :class:`LfbError` that says what to do.
     """
     home = renamed_path("load_models", "home", home, "root", root)
     prof = get_profile(profile)
     dev = get_device(device)
+    corpus = public if isinstance(public, PublicCorpus) else load_public_corpus(public or prof.public, fd)
     with _hf_progress(progress):
-        return _load(prof, fd, dev, progress, Path(home) if home is not None else None)
+        bundle = _load(prof, fd, dev, progress, Path(home) if home is not None else None, corpus)
+    bundle.public_corpus = corpus
+    return bundle
 
 
-def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None) -> ModelBundle:
+def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None, corpus: PublicCorpus) -> ModelBundle:
     if isinstance(prof.tokenizer, TrainedBPE) or isinstance(prof.downstream, TinyGPT2) or isinstance(prof.generator, TinyGPT2):
         if not (isinstance(prof.tokenizer, TrainedBPE) and isinstance(prof.downstream, TinyGPT2)):
             raise InputError(f"profile {prof.name!r} mixes tiny and hub models; a trained tokenizer goes with a tiny "
                              "downstream model (and a tiny generator shares it)")
-        return _load_tiny(prof, fd, dev, progress, root)
+        return _load_tiny(prof, fd, dev, progress, root, corpus)
     if isinstance(prof.generator, PackagedGGUF):
         raise InputError(f"profile {prof.name!r}: a packaged GGUF generator goes with a tiny downstream model and "
                          "trained tokenizer")
-    return _load_hub(prof, dev, root)
+    return _load_hub(prof, dev, root, corpus, progress)
 
 
 def _packaged_generator(source: PackagedGGUF, device: torch.device, root: Path | None):
@@ -159,18 +165,19 @@ def _packaged_generator(source: PackagedGGUF, device: torch.device, root: Path |
     return tokenizer, lambda: load_hub_causal_lm(local, device=device, role="generator"), info
 
 
-def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, root: Path | None) -> ModelBundle:
-    folder, hit = prepare_tiny_models(prof, fd, root=root, progress=progress)
+def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, root: Path | None, corpus: PublicCorpus) -> ModelBundle:
+    folder, hit = prepare_tiny_models(prof, fd, root=root, progress=progress, corpus=None if corpus.kind == "split" else corpus)
     manifest = json.loads((folder / "manifest.json").read_text())
     tokenizer = load_trained_tokenizer(folder / "tokenizer", prof.tokenizer.special_token)
     templates = {role: load_tiny_lm(folder / role, device) for role, _ in built_roles(prof)}
     embedder, embedder_info = load_embedder(prof.embedder, device=device)
     snap = manifest["snapshot"]
+    trained_on = f"{snap['name']} public split" if corpus.kind == "split" else f"the {corpus.kind} public corpus"
     ids = {"generator": TINY_GENERATOR_ID, "downstream": TINY_DOWNSTREAM_ID if prof.name == "tiny" else f"lfb/{prof.name}-gpt2-downstream"}
     info = {
         "tokenizer": {"kind": "trained byte-level BPE", "n_vocab": manifest["tokenizer"]["n_vocab"],
-                      "sha256": manifest["tokenizer"]["sha256"], "trained_on": f"{snap['name']} public split"},
-        **{role: {"id": model_id, "source": f"GPT2Config built by LargeFedBench, pretrained on the {snap['name']} public split",
+                      "sha256": manifest["tokenizer"]["sha256"], "trained_on": trained_on},
+        **{role: {"id": model_id, "source": f"GPT2Config built by LargeFedBench, pretrained on {'the ' if corpus.kind == 'split' else ''}{trained_on}",
                   "snapshot_sha256": snap["content_sha256"], "sha256": manifest[role]["sha256"],
                   "n_params": manifest[role]["n_params"], "config": manifest[role]["config"],
                   "pretraining": manifest[role]["pretraining"]}
@@ -191,7 +198,43 @@ def _load_tiny(prof: ModelProfile, fd, device: torch.device, progress: bool, roo
     )
 
 
-def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None) -> ModelBundle:
+def _public_checkpoint(prof: ModelProfile, tokenizer, corpus: PublicCorpus, device: torch.device, root: Path | None,
+                       progress: bool) -> tuple[Any, dict[str, Any]]:
+    """The ε = 0 checkpoint of a hub profile on a public corpus: its downstream fine-tuned for one pass over the
+    corpus's spans with the profile's fine-tuning settings (the POPri reference's DistilGPT2 fine-tuned on C4),
+    built once and cached by (model, corpus, settings) under ``$LFB_HOME/models/public-checkpoints/``."""
+    import hashlib
+    import math
+
+    from largefedbench.io import build_dir_once
+    from largefedbench.models.tiny import pretrain_lm
+    from largefedbench.models.tokenizer import lm_sequences
+    from largefedbench.paths import lfb_home
+
+    training = prof.downstream_training
+    key = {"model": hub_identity(prof.downstream), "corpus": corpus.sha256, "lr": training.lr,
+           "batch_size": training.batch_size, "max_len": training.max_len}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    folder = (root or lfb_home()) / "models" / "public-checkpoints" / digest
+
+    def build(tmp: Path) -> None:
+        model = load_hub_causal_lm(prof.downstream, device=device, role="downstream model")
+        sequences = lm_sequences(tokenizer, corpus.spans, training.max_len)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        stats = pretrain_lm(model, sequences, steps=math.ceil(len(sequences) / training.batch_size),
+                            batch_size=training.batch_size, lr=training.lr, seed=0, pad_id=pad, progress=progress,
+                            desc=f"fine-tuning the ε = 0 {prof.downstream.id} on the {corpus.kind} corpus")
+        model.save_pretrained(tmp / "model")
+        (tmp / "stats.json").write_text(json.dumps({"key": key, "pretraining": stats}, default=str))
+
+    hit = build_dir_once(folder, "stats.json", build)
+    stats = json.loads((folder / "stats.json").read_text())["pretraining"]
+    model = load_hub_causal_lm(HubModel(str(folder / "model")), device=device, role="downstream model")
+    return model, {"public_checkpoint": {"fine_tuned_on": corpus.describe(), "pretraining": stats, "cache_hit": hit}}
+
+
+def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None, corpus: PublicCorpus | None = None,
+              progress: bool = True) -> ModelBundle:
     assert isinstance(prof.tokenizer, HubModel) and isinstance(prof.downstream, HubModel) and isinstance(prof.generator, HubModel)
     failures: list[HubLoadError] = []
 
@@ -217,6 +260,9 @@ def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None) -> Mo
         "downstream": hub_identity(prof.downstream, downstream),
         "generator": hub_identity(generator_source),
     }
+    if corpus is not None and corpus.kind != "split":
+        downstream, extra = _public_checkpoint(prof, tokenizer, corpus, device, root, progress)
+        info["downstream"].update(extra)
     return ModelBundle(
         profile=prof, tokenizer=tokenizer, generator_tokenizer=generator_tokenizer, embedder=embedder,
         embedder_info=embedder_info, device=device, downstream_factory=lambda: copy.deepcopy(downstream),

@@ -91,8 +91,20 @@ def embedding_cache_path(fd, split: str, embedder_id: str, root: Path | str | No
 def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
                     progress: bool = True) -> np.ndarray:
     """Unit embeddings of every span of ``fd[split]`` (``all_spans()`` order), computed once and cached on disk."""
-    path = embedding_cache_path(fd, split, embedder_id, root)
-    spans = fd[split].all_spans()
+    return cached_embeddings(fd[split].all_spans(), embedder, embedding_cache_path(fd, split, embedder_id, root),
+                             batch_size=batch_size, progress=progress)
+
+
+def corpus_embeddings(corpus, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
+                      progress: bool = True) -> np.ndarray:
+    """Unit embeddings of every span of a public corpus (``corpus.spans`` order), cached by its kind and hash."""
+    path = (Path(root) if root else lfb_home()) / "embeddings" / _slug(embedder_id) / f"public-{corpus.kind}-{corpus.sha256[:16]}.npy"
+    return cached_embeddings(corpus.spans, embedder, path, batch_size=batch_size, progress=progress)
+
+
+def cached_embeddings(spans: list[str], embedder, path: Path, *, batch_size: int = 64, progress: bool = True) -> np.ndarray:
+    """Unit embeddings of ``spans``, read from the ``.npy`` file ``path`` when it has one row per span, else computed
+    and written there atomically."""
     if path.is_file():
         try:
             cached = np.load(path, allow_pickle=False)

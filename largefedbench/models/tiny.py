@@ -1,9 +1,9 @@
-"""The tiny profile's GPT-2s: built from a config, pretrained on the snapshot's public text, cached.
+"""The tiny and cpu profiles' GPT-2s: built from a config, pretrained on the run's public corpus, cached.
 
 Cache layout of the tiny profile (one folder per profile, snapshot and model config; written to a temporary
 folder and published with one rename, so a killed build never leaves a half-written cache)::
 
-    $LFB_HOME/models/tiny/<snapshot content sha256[:16]>/<config fingerprint[:12]>/
+    $LFB_HOME/models/<profile>/<snapshot content sha256[:16] | public kind-corpus sha256[:16]>/<config fingerprint[:12]>/
         manifest.json            configs, snapshot, digests, parameter counts, pretraining statistics
         tokenizer/tokenizer.json the trained byte-level BPE (HF tokenizers)
         tokenizer/bpe.tiktoken   the same BPE for tiktoken (identical ids)
@@ -135,15 +135,17 @@ def _spec(spec) -> dict[str, Any]:
     return out
 
 
-def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None) -> Path:
-    """Where the tiny models of ``profile`` for snapshot ``fd`` live (see the module docstring)."""
-    return (Path(root) if root else lfb_home()) / "models" / profile.name / fd.manifest["content_sha256"][:16] / tiny_fingerprint(profile)[:12]
+def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None, corpus=None) -> Path:
+    """Where the tiny models of ``profile`` trained on the public corpus ``corpus`` (default: ``fd``'s public split)
+    live (see the module docstring): a ``split`` corpus is keyed by the snapshot, another by its kind and hash."""
+    key = fd.manifest["content_sha256"][:16] if corpus is None or corpus.kind == "split" else f"{corpus.kind}-{corpus.sha256[:16]}"
+    return (Path(root) if root else lfb_home()) / "models" / profile.name / key / tiny_fingerprint(profile)[:12]
 
 
-def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None:
-    """Train the tokenizer and pretrain both models on the public split, writing everything into ``folder``."""
+def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool, corpus=None) -> None:
+    """Train the tokenizer and pretrain both models on the public corpus, writing everything into ``folder``."""
     assert isinstance(profile.tokenizer, TrainedBPE)
-    public = fd.public.all_spans()
+    public = fd.public.all_spans() if corpus is None else corpus.spans
     if not public:
         raise InputError(f"snapshot {fd.name} has no public spans to train the {profile.name} profile's tokenizer and "
                          "models on; build it with --public-months >= 1 so records before the window exist")
@@ -154,6 +156,7 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None
     manifest: dict[str, Any] = {
         "cache_version": CACHE_VERSION, "profile": profile.name, "fingerprint": tiny_fingerprint(profile),
         "snapshot": {"name": fd.name, "content_sha256": fd.manifest["content_sha256"], "public_spans": len(public)},
+        **({"public": corpus.describe()} if corpus is not None else {}),
         "tokenizer": {"kind": "trained byte-level BPE", "n_vocab": len(tokenizer), "sha256": tok_digests,
                       "seconds": round(time.perf_counter() - t0, 3), "config": asdict(profile.tokenizer)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -171,10 +174,12 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool) -> None
     atomic_write_json(folder / "manifest.json", manifest)
 
 
-def prepare_tiny_models(profile: ModelProfile, fd, *, root: Path | None = None, progress: bool = True) -> tuple[Path, bool]:
-    """The cache folder of the tiny models for ``fd``, building it on first use; returns ``(folder, cache_hit)``."""
-    final = tiny_cache_dir(profile, fd, root)
-    hit = build_dir_once(final, "manifest.json", lambda tmp: _build_tiny(profile, fd, tmp, progress))
+def prepare_tiny_models(profile: ModelProfile, fd, *, root: Path | None = None, progress: bool = True,
+                        corpus=None) -> tuple[Path, bool]:
+    """The cache folder of the tiny models for ``fd`` trained on ``corpus`` (a ``PublicCorpus``; default ``fd``'s
+    public split), building it on first use; returns ``(folder, cache_hit)``."""
+    final = tiny_cache_dir(profile, fd, root, corpus)
+    hit = build_dir_once(final, "manifest.json", lambda tmp: _build_tiny(profile, fd, tmp, progress, corpus))
     return final, hit
 
 

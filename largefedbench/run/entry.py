@@ -23,9 +23,11 @@ from largefedbench.leaderboard.schema import (
     MethodSection,
     MetricsSection,
     PrivacySection,
+    PublicSection,
     RunConfig,
     Stat,
     UnitStat,
+    WindowNovelSection,
     WindowSection,
     epsilon_json,
 )
@@ -44,9 +46,12 @@ SPLITS = ("train", "validation", "test", "public")
 
 def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_public: dict[str, float],
                 reference_non_private: list[dict[str, float]], wall_seconds: float, command: str,
-                audit: dict[str, Any] | None = None) -> Entry:
+                audit: dict[str, Any] | None = None, reference_generator_only: list[dict[str, float]] | None = None,
+                novel: dict[str, Any] | None = None) -> Entry:
     """The run's :class:`Entry` (each section validated as it is made). ``reference_public`` is the ε = 0 model's
-    test accuracy, ``reference_non_private`` the ε = ∞ model's per seed; ``audit`` an ``lfb audit`` run's section."""
+    test accuracy, ``reference_non_private`` the ε = ∞ model's per seed, ``reference_generator_only`` the no-signal
+    row's per seed (synthetic-text methods); ``novel`` describes the window-novel tokens; ``audit`` an ``lfb audit``
+    run's section."""
     from largefedbench.environment import environment, peak_memory_mb
     from largefedbench.paths import lfb_home
 
@@ -57,6 +62,9 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         sections["audit"] = AuditSection.model_validate(audit)
     if prep.request.noise_free:
         sections["diagnostic"] = DiagnosticSection(kind="noise-free", note=NOISE_FREE_NOTE)
+    corpus = getattr(bundle, "public_corpus", None)
+    if corpus is not None and corpus.kind != "split":  # entries on the public split read as before
+        sections["public"] = PublicSection(**corpus.describe())
     return Entry(
         schema_version=SCHEMA_VERSION,
         entry_id=prep.entry_id,
@@ -70,7 +78,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
                                epsilon_per_seed=[epsilon_json(e) for e in eps], ledgers=[r.ledger for r in results],
                                n_train_clients=len(prep.fd.train)),
         profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
-        metrics=_metrics(results, reference_public, reference_non_private),
+        metrics=_metrics(results, reference_public, reference_non_private, reference_generator_only, novel),
         costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
         environment=EnvironmentSection(**environment()),
         seeds=[r.seed for r in results],
@@ -123,11 +131,24 @@ def _accuracy(rows: list[dict[str, float]]) -> AccuracySection:
     return AccuracySection(**{k: UnitStat(**_stat([r[k] for r in rows])) for k in ("top1", "top3", "top5")})
 
 
-def _metrics(results: list[SeedResult], public: dict[str, float], non_private: list[dict[str, float]]) -> MetricsSection:
+def _metrics(results: list[SeedResult], public: dict[str, float], non_private: list[dict[str, float]],
+             generator_only: list[dict[str, float]] | None = None, novel: dict[str, Any] | None = None) -> MetricsSection:
     from largefedbench.evaluation import gap_closed
 
     gaps = [gap_closed(r.test["top1"], public["top1"], ri["top1"]) for r, ri in zip(results, non_private)]
     fids = [r.fid for r in results if r.fid is not None]
+    extra: dict[str, Any] = {}
+    if generator_only:
+        extra["reference_generator_only"] = _accuracy(generator_only)
+        extra["gain_over_generator_only"] = Stat(**_stat([r.test["top1"] - g["top1"] for r, g in zip(results, generator_only)]))
+        extra["gap_closed_over_generator_only"] = Stat(**_stat(
+            [gap_closed(r.test["top1"], g["top1"], ri["top1"]) for r, g, ri in zip(results, generator_only, non_private)]))
+    section = _window_novel(results, public, non_private, generator_only, novel)
+    if section is not None:
+        extra["window_novel"] = section
+    shares = [r.topic_share for r in results if r.topic_share is not None]
+    if shares:
+        extra["topic_share"] = Stat(**_stat(shares))
     return MetricsSection(
         next_token_accuracy=_accuracy([r.test for r in results]),
         validation_top1=UnitStat(**_stat([r.validation["top1"] for r in results])),
@@ -136,6 +157,32 @@ def _metrics(results: list[SeedResult], public: dict[str, float], non_private: l
         gap_closed=Stat(**_stat(gaps)),
         fid=Stat(**_stat(fids)) if fids else None,
         n_test_tokens=int(results[0].test["n_tokens"]),
+        **extra,
+    )
+
+
+def _novel_top1(metrics: dict[str, Any]) -> float | None:
+    value = metrics.get("novel_top1")
+    return float(value) if isinstance(value, (int, float)) and np.isfinite(value) else None
+
+
+def _window_novel(results: list[SeedResult], public: dict[str, float], non_private: list[dict[str, float]],
+                  generator_only: list[dict[str, float]] | None, novel: dict[str, Any] | None) -> WindowNovelSection | None:
+    """The window-novel section, when every seed and reference has a finite novel-token top-1."""
+    rows = [_novel_top1(r.test) for r in results]
+    refs = [_novel_top1(m) for m in non_private]
+    gens = [_novel_top1(m) for m in generator_only or []]
+    base = _novel_top1(public)
+    if novel is None or base is None or None in rows + refs + gens:
+        return None
+    from largefedbench.evaluation import gap_closed
+
+    return WindowNovelSection(
+        k=novel["k"], min_count=novel["min_count"], n_tokens=novel["n_tokens"],
+        n_test_positions=int(results[0].test.get("novel_n_tokens", 0)), top1=Stat(**_stat(rows)),
+        reference_public=base, reference_non_private=Stat(**_stat(refs)),
+        reference_generator_only=Stat(**_stat(gens)) if gens else None,
+        gap_closed=None if base in refs else Stat(**_stat([gap_closed(a, base, b) for a, b in zip(rows, refs)])),
     )
 
 

@@ -33,12 +33,14 @@ class SeedResult:
     info: dict[str, Any]  # the artifact's method-specific detail
     n_synthetic: int | None
     audit: dict[str, Any] | None = None  # the canaries' scores (``lfb audit`` runs only)
+    topic_share: float | None = None  # demos only: share of the synthetic samples naming a private-only topic
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (``result.json``): every field, ``audit`` only when the run was audited."""
+        """The stored form (``result.json``): every field, ``audit`` and ``topic_share`` only when set."""
         data = dataclasses.asdict(self)
-        if data["audit"] is None:
-            del data["audit"]
+        for key in ("audit", "topic_share"):
+            if data[key] is None:
+                del data[key]
         return data
 
     @classmethod

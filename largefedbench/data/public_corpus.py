@@ -1,0 +1,134 @@
+"""Public resources as a recorded choice (DESIGN.md §3, issue 25): what a method may use freely.
+
+The public corpus gives a method its prompt set Omega and public replay, and the profile's tokenizer and epsilon = 0
+downstream checkpoint are trained on it. Three kinds:
+
+- ``c4`` — the POPri reference code's: a seeded sample of C4 (``allenai/c4``, ``en``) through HF ``datasets``
+  (streamed from the Hub, or read from local C4 shards with ``c4:PATH``); default of ``paper`` and ``small``;
+- ``generic`` — the offline stand-in for C4 shipped with the package (:mod:`largefedbench.data.generic_corpus`);
+  default of ``cpu``;
+- ``split`` — the snapshot's own pre-window records: the harder "what does the window add beyond its genre" track;
+  default of ``tiny``.
+
+Every kind is cut into spans with the snapshot's own span settings, so public and private samples have one shape.
+Entries record :meth:`PublicCorpus.describe` (kind, source, size, hash); the board never ranks entries with
+different public resources together, since their references differ.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from largefedbench.data.generic_corpus import GENERIC_FILE, WRITER, file_sha256, read_generic
+from largefedbench.data.spans import SpanSettings, cut_spans
+from largefedbench.errors import InputError, LfbError
+
+PUBLIC_KINDS = ("generic", "c4", "split")
+C4_DOCUMENTS = 20_000  # documents drawn from C4 for Omega, replay and the eps=0 checkpoint
+C4_SHUFFLE_BUFFER = 10_000
+
+
+@dataclass(frozen=True)
+class PublicCorpus:
+    """The public documents of one run, each as its spans; ``sha256`` identifies the span texts."""
+
+    kind: str
+    source: str
+    documents: tuple[tuple[str, ...], ...]
+    sha256: str
+
+    @property
+    def spans(self) -> list[str]:
+        """Every span of every document, in document order."""
+        return [s for doc in self.documents for s in doc]
+
+    @property
+    def n_spans(self) -> int:
+        return sum(len(d) for d in self.documents)
+
+    def describe(self) -> dict[str, Any]:
+        """What an entry records: kind, source, document and span counts, and the spans' sha256."""
+        return {"kind": self.kind, "source": self.source, "documents": len(self.documents), "spans": self.n_spans,
+                "sha256": self.sha256}
+
+
+def parse_public(spec: str) -> tuple[str, str | None]:
+    """``"generic"``, ``"split"``, ``"c4"`` or ``"c4:PATH"`` (local C4 shards) -> ``(kind, path or None)``."""
+    kind, _, path = str(spec).partition(":")
+    if kind not in PUBLIC_KINDS or (path and kind != "c4"):
+        raise InputError(f"--public {spec!r}: choose generic (the offline stand-in for C4 shipped with LargeFedBench), "
+                         "c4 (the paper's: allenai/c4 through the Hugging Face Hub), c4:PATH (local C4 .json.gz shards: "
+                         "a file, a folder or a glob) or split (the snapshot's pre-window records)")
+    return kind, path or None
+
+
+def load_public_corpus(spec: str, fd, *, c4_documents: int = C4_DOCUMENTS, seed: int = 0) -> PublicCorpus:
+    """The public corpus ``spec`` (see :func:`parse_public`) cut with ``fd``'s span settings."""
+    kind, path = parse_public(spec)
+    settings = span_settings(fd.manifest)
+    if kind == "split":
+        docs = [tuple(s) for s in fd.public.column("spans")]
+        if not docs:
+            raise InputError(f"snapshot {fd.name} has no public (pre-window) records for --public split; build it with "
+                             "--public-months >= 1, or use --public generic")
+        return _corpus("split", f"the pre-window records of snapshot {fd.name}", docs)
+    if kind == "generic":
+        texts = read_generic(GENERIC_FILE)
+        source = f"{GENERIC_FILE.name} (sha256 {file_sha256(GENERIC_FILE)[:16]}), written by {WRITER}"
+    else:
+        texts, source = c4_texts(path, c4_documents, seed)
+    docs = [tuple(spans) for spans, _ in cut_spans(texts, settings) if spans]
+    return _corpus(kind, source, docs)
+
+
+def span_settings(manifest: dict[str, Any]) -> SpanSettings:
+    """The span settings a snapshot was cut with (its manifest's ``span`` section)."""
+    span = manifest.get("span") or {}
+    return SpanSettings(**{k: span[k] for k in ("tokenizer", "span_tokens", "last_span_min_tokens") if k in span})
+
+
+def _corpus(kind: str, source: str, docs: list[tuple[str, ...]]) -> PublicCorpus:
+    digest = hashlib.sha256()
+    for doc in docs:
+        for span in doc:
+            digest.update(span.encode("utf-8") + b"\x00")
+        digest.update(b"\x01")
+    return PublicCorpus(kind, source, tuple(docs), digest.hexdigest())
+
+
+def c4_texts(path: str | None, n_documents: int, seed: int) -> tuple[list[str], str]:
+    """A seeded sample of ``n_documents`` C4 ``en`` documents (their ``text``) and a description of where from.
+
+    Without ``path`` the ``allenai/c4`` dataset is streamed from the Hub (shuffled with a buffer, as ``datasets``
+    shuffles streams); with it, the local shards (C4's ``c4-*.json.gz`` layout: one JSON object per line with
+    ``text``, ``timestamp`` and ``url``) are read the same way through ``datasets``' JSON loader."""
+    from datasets import load_dataset
+
+    if path is None:
+        try:
+            stream = load_dataset("allenai/c4", "en", split="train", streaming=True)
+        except Exception as exc:  # datasets raises connection and hub errors of several kinds
+            raise LfbError(f"--public c4 could not open allenai/c4 on the Hugging Face Hub ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0][:200]}). Offline, give local C4 shards with --public c4:PATH, "
+                           "or use --public generic") from None
+        where = "allenai/c4 (en, train) from the Hugging Face Hub"
+    else:
+        files = _c4_files(path)
+        stream = load_dataset("json", data_files=[str(f) for f in files], split="train", streaming=True)
+        where = f"{len(files)} local C4 shard(s): {', '.join(f.name for f in files[:3])}{' …' if len(files) > 3 else ''}"
+    texts = [row["text"] for row in stream.shuffle(seed=seed, buffer_size=C4_SHUFFLE_BUFFER).take(n_documents)]
+    if not texts:
+        raise InputError(f"--public c4: no documents read from {path or 'allenai/c4'}")
+    return texts, f"{where}, {len(texts)} documents (seed {seed}, shuffle buffer {C4_SHUFFLE_BUFFER})"
+
+
+def _c4_files(path: str) -> list[Path]:
+    p = Path(path).expanduser()
+    files = sorted(p.glob("*.json*")) if p.is_dir() else [p] if p.is_file() else [Path(f) for f in sorted(glob.glob(str(p)))]
+    if not files:
+        raise InputError(f"--public c4:{path}: no C4 shards there (expected c4-*.json.gz files: a file, a folder or a glob)")
+    return files

@@ -1,0 +1,76 @@
+"""The no-signal reference (issue 25): the synthetic-data pipeline with no client consulted.
+
+``generator-only`` samples the untouched generator from the same public prompts, with the same generation settings
+and number of final samples as POPri's final set (same prompt streams and seeds, so its texts are POPri's final
+samples had DPO never moved the generator), and the harness trains the downstream model on them exactly as for any
+synthetic method. It reads no private client: its ledger is empty and its ε is 0. Every synthetic method's entry
+reports its gain over this row: a synthetic method that does not clear it has learned nothing from its clients
+that the generator did not already write (ContinuousBench's "no training" row; issue 11's lr = 0 control).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from largefedbench.contract import Artifact, Method, PublicResources
+from largefedbench.methods.popri import POPriConfig
+from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
+from largefedbench.synthetic.prompts import build_prompts, check_prompt_format
+from largefedbench.synthetic.rounds import chunks, public_examples
+
+DEVIATIONS = ("not a method of the papers: the untouched generator's samples from POPri's final prompts, the no-signal "
+              "reference every synthetic method is read against",)
+
+
+@dataclass(frozen=True)
+class GeneratorOnlyConfig:
+    """POPri's prompt and generation settings for its final set (defaults: the paper's; ``cpu()``/``tiny()``: POPri's
+    presets), so the row is what POPri would release without private feedback."""
+
+    examples_per_prompt: int = 3
+    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prefix_words: int = 12
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    n_final: int = 1_000_000
+    generation_batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        check_prompt_format(self.prompt_format, self.prefix_words)
+
+    @classmethod
+    def from_popri(cls, cfg: POPriConfig) -> GeneratorOnlyConfig:
+        return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def tiny(cls) -> GeneratorOnlyConfig:
+        return cls.from_popri(POPriConfig.tiny())
+
+    @classmethod
+    def cpu(cls) -> GeneratorOnlyConfig:
+        return cls.from_popri(POPriConfig.cpu())
+
+
+class GeneratorOnly(Method):
+    name = "generator-only"
+    paper = ("LargeFedBench's no-signal reference (issue 25): the untouched generator's samples from POPri's final "
+             "prompts, no client consulted")
+    output = "synthetic text"
+    Config = GeneratorOnlyConfig
+    fixed_epsilon = 0.0
+
+    def train(self, fed, public: PublicResources, cfg: GeneratorOnlyConfig, budget) -> Artifact:
+        model, tok = public.models.new_generator(), public.models.generator_tokenizer
+        examples = public_examples(public, minimum=cfg.examples_per_prompt)
+        texts: list[str] = []
+        for i, n in chunks(cfg.n_final):
+            stream = 10_000 + i  # POPri's final-set streams: the same prompts and sampling seeds
+            prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
+                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
+            ids = generate_ids(model, tok, prompts, n_per_prompt=1, seed=seed_for(public.seed, stream),
+                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                               batch_size=cfg.generation_batch_size, progress=public.progress, desc=f"generating ({stream})")
+            texts += decode_samples(tok, ids, prompts, cfg.prompt_format, 1)[1]
+        return Artifact.synthetic(texts, method=self.name, note="no private client consulted; ε = 0")
