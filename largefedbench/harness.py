@@ -314,9 +314,7 @@ class _Evaluator:
     def reference(self, name: str, seed: int) -> dict[str, float]:
         """The test metrics of the reference ``name`` (``public``, ``non-private`` or ``generator-only``) for
         ``seed``, computed once and cached; the generator-only row runs with the run's preset."""
-        from largefedbench.registry import resolve_method
-
-        cls = resolve_method(name).cls
+        cls = self._reference_class(name)
         config = preset_config(cls, self.prep.preset) if name == "generator-only" else cls.Config()
         path = self._reference_path(name, None if name == "public" else seed,
                                     config_to_dict(config) if name == "generator-only" else None)
@@ -331,6 +329,19 @@ class _Evaluator:
             metrics.update(self.synthetic_stats(artifact.texts))
         atomic_write_json(path, metrics)
         return metrics
+
+    def remember_reference(self, name: str, seed: int, metrics: dict[str, Any]) -> None:
+        """Store a reference's metrics that a run of the reference method itself computed (same settings)."""
+        cls_config = config_to_dict(preset_config(self._reference_class(name), self.prep.preset))
+        path = self._reference_path(name, seed, cls_config)
+        if not path.exists():
+            atomic_write_json(path, jsonable(metrics))
+
+    @staticmethod
+    def _reference_class(name: str) -> type:
+        from largefedbench.registry import resolve_method
+
+        return resolve_method(name).cls
 
     def synthetic_stats(self, texts: list[str]) -> dict[str, float]:
         """FID of synthetic texts to the validation spans and, on the demos, the share naming a private-only topic."""
@@ -407,6 +418,10 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=topic_share,
     )
     atomic_write_json(done, result.to_json())
+    if cls.name == "generator-only" and prep.config == preset_config(cls, prep.preset):
+        # the same computation as the reference row every synthetic entry carries: cache it for them
+        ev.remember_reference("generator-only", seed, {**test, "fid": synthetic_fid,
+                                                       **({"topic_share": topic_share} if topic_share is not None else {})})
     public.clear_checkpoint()
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
@@ -430,6 +445,8 @@ def _command_for(prep: Prepared) -> str:
         parts += ["--epsilon", f"{prep.budget.epsilon:g}", "--delta", f"{prep.budget.delta:g}"]
     if r.noise_free:
         parts.append("--noise-free")
+    if prep.public_spec != prep.profile.public:  # a local C4 path is this machine's: the command names the kind
+        parts += ["--public", prep.public_spec.partition(":")[0]]
     for k, v in sorted(r.overrides.items()):
         parts += ["--set", f"{k}={v}"]
     return shlex.join(parts)

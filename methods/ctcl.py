@@ -58,10 +58,11 @@ DEVIATIONS = (
     ("user-level DP over clients instead of example-level DP-SGD: one client's averaged gradient is the DP-Adam unit "
      "(DP-FedAvg with one local step, Adam on the server, Poisson cohorts), and the topic histogram counts one "
      "document (client) per topic, as the paper's one example per topic"),
-    ("CTCL-Topic is k-means over PCA-reduced all-MiniLM-L6-v2 embeddings of the snapshot's public clients with "
-     "c-TF-IDF keywords, instead of BERTopic (UMAP + HDBSCAN) over Wikipedia"),
-    ("CTCL-Generator is the profile's causal generator after public conditional training on the snapshot's public "
-     "split (a merged LoRA), instead of a 140M seq2seq model pretrained on SlimPajama; the condition is "
+    ("CTCL-Topic is k-means over PCA-reduced all-MiniLM-L6-v2 embeddings of the run's public documents (--public: "
+     "generic, c4 or the snapshot's pre-window split) with c-TF-IDF keywords, instead of BERTopic (UMAP + HDBSCAN) "
+     "over Wikipedia"),
+    ("CTCL-Generator is the profile's causal generator after public conditional training on the run's public "
+     "documents (a merged LoRA), instead of a 140M seq2seq model pretrained on SlimPajama; the condition is "
      "'Keywords: ...' without the 'Document Type' line"),
     ("DP fine-tuning trains a LoRA adapter (not all weights) with a constant server lr (no warmup/linear decay, no "
      "weight decay); no repetition penalty in sampling; 64-token samples instead of 512"),

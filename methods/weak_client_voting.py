@@ -78,6 +78,9 @@ DEVIATIONS = (
     ("the generator is the profile's generator with a LoRA adapter (the paper fine-tunes GPT-2 fully; Table A.13 "
      "uses LoRA); embeddings from all-MiniLM-L6-v2 instead of stsb-roberta-base-v2; 64-token samples"),
     "strong clients are a seeded random fraction of the clients (the paper's IID setting)",
+    ("the control-code set is read from the metadata of the snapshot's pre-window records whatever the run's public "
+     "resources (--public generic or c4 have no bioRxiv categories or chambers): category and chamber names are the "
+     "domain's schema, not its text"),
 )
 
 

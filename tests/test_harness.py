@@ -220,3 +220,29 @@ def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
     assert not hasattr(DPFTRL.Config, "cpu") and preset_config(DPFTRL, "cpu") == DPFTRL.Config.tiny()
     with pytest.raises(InputError, match="--preset 'huge'"):
         preset_config(POPri, "huge")
+
+
+def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_window_novel_accuracy(tiny, tmp_path):
+    from largefedbench.leaderboard.validate import validate_paths
+
+    _fd, _bundle, root = tiny
+    logs: list[str] = []
+    result = run_eval(EvalRequest(method="popri", seeds=(0,), epsilon=4, out=tmp_path, home=root, progress=False),
+                      log=logs.append)
+    m = result.entry.metrics
+    assert m.reference_generator_only is not None and any("generator-only reference" in line for line in logs)
+    assert m.gain_over_generator_only.per_seed[0] == pytest.approx(
+        m.next_token_accuracy.top1.per_seed[0] - m.reference_generator_only.top1.per_seed[0])
+    w = m.window_novel
+    assert w is not None and w.n_tokens > 0 and w.n_test_positions > 0 and w.k == 3.0
+    assert 0 <= w.top1.mean <= 1 and w.reference_public <= 1
+    assert m.topic_share is not None  # the demo knows its window's topics
+    assert result.entry.public is None and result.entry.public_kind == "split"  # tiny: the snapshot's public split
+    report, = validate_paths([result.path])
+    assert report.valid, [f.message for f in report.findings]
+
+    # the no-signal row is a method of its own too: ε = 0, nothing released, the untouched generator's text
+    row = run_eval(EvalRequest(method="generator-only", seeds=(0,), out=tmp_path, home=root, progress=False),
+                   log=lambda line: None)
+    assert row.entry.privacy.epsilon == 0.0 and row.entry.privacy.ledgers[0]["events"] == []
+    assert row.entry.metrics.next_token_accuracy.top1.mean == pytest.approx(m.reference_generator_only.top1.mean)

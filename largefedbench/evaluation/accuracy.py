@@ -80,7 +80,7 @@ def next_token_accuracy(model, tokenizer, texts: Sequence[str], max_len: int = 6
     totals = {"n_tokens": 0, "loss_sum": 0.0, **{f"hits{k}": 0 for k in ks}}
     mask_vector = None
     if targets is not None:
-        mask_vector = torch.zeros(_vocab_size(model, tokenizer), dtype=torch.bool)
+        mask_vector = torch.zeros(_vocab_size(tokenizer, [int(t) for t in targets]), dtype=torch.bool)
         mask_vector[torch.as_tensor(sorted(set(int(t) for t in targets)), dtype=torch.long)] = True
     try:
         for start in tqdm(range(0, len(seqs), batch_size), desc="next-token accuracy", disable=not progress, leave=False):
@@ -97,6 +97,6 @@ def next_token_accuracy(model, tokenizer, texts: Sequence[str], max_len: int = 6
     return result
 
 
-def _vocab_size(model, tokenizer) -> int:
-    """The number of ids a target can take: the larger of the model's output size and the tokenizer's."""
-    return max(int(model.get_output_embeddings().weight.shape[0]), len(tokenizer))
+def _vocab_size(tokenizer, targets: Sequence[int]) -> int:
+    """The number of ids a target can take: the tokenizer's ids (and any larger id in ``targets``)."""
+    return max(len(tokenizer), max(targets, default=-1) + 1)

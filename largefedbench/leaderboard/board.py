@@ -1,4 +1,5 @@
-"""The board as data: valid entries grouped by dataset, window, snapshot and profile, then ranked within
+"""The board as data: valid entries grouped by dataset, window, snapshot, profile and public resources (entries
+with different public resources have different references, so they are never ranked together), then ranked within
 matched privacy budgets (ε buckets). Unranked (fewer than three seeds) and possibly contaminated entries are
 kept in their own sections; invalid entries are left out and only counted."""
 
@@ -17,7 +18,7 @@ from largefedbench.leaderboard.schema import Entry, epsilon_value
 EPSILON_BUCKETS: tuple[tuple[str, float], ...] = (("ε ≤ 1", 1.0), ("1 < ε ≤ 4", 4.0), ("4 < ε ≤ 8", 8.0),
                                                   ("ε > 8", math.inf))
 _UNSAFE = re.compile(r"[^a-z0-9._-]|\.\.")
-REFERENCES = "references (ε = 0 and ε = ∞)"
+REFERENCES = "references (ε = 0: public model, generator-only; ε = ∞: non-private)"
 SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic")
 SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
                   "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff",
@@ -68,11 +69,13 @@ class Group:
     window: tuple[str, str]
     profile: str
     synthetic: bool
+    public: str = "split"  # the entries' public resources (largefedbench.data.public_corpus)
     rows: list[Row] = field(default_factory=list)
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.dataset, self.window[0], self.content_sha256, self.profile)
+    def key(self) -> tuple[str, ...]:
+        base = (self.dataset, self.window[0], self.content_sha256, self.profile)
+        return base if self.public == "split" else (*base, self.public)  # split groups keep their slugs
 
     @property
     def slug(self) -> str:
@@ -84,7 +87,7 @@ class Group:
     def title(self) -> str:
         tag = " (synthetic demo data: checks the pipeline, not a result)" if self.synthetic else ""
         return (f"{self.dataset} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
-                f"({self.content_sha256[:12]}) · profile {self.profile}{tag}")
+                f"({self.content_sha256[:12]}) · profile {self.profile} · public {self.public}{tag}")
 
     def section(self, status: str) -> list[Row]:
         return [r for r in self.rows if r.status == status]
@@ -122,7 +125,7 @@ def _sort_key(row: Row) -> tuple:
 
 def build_board(reports: list[EntryReport]) -> Board:
     """Group and rank the valid entries of ``reports``."""
-    groups: dict[tuple[str, str, str, str], Group] = {}
+    groups: dict[tuple[str, ...], Group] = {}
     for report in reports:
         if not report.valid:
             continue
@@ -132,7 +135,8 @@ def build_board(reports: list[EntryReport]) -> Board:
                   reproduction=report.reproduction)
         row.bucket = bucket_of(row.target_epsilon if row.status == "diagnostic" else row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
-                      (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic)
+                      (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic,
+                      e.public_kind)
         groups.setdefault(group.key, group).rows.append(row)
     for group in groups.values():
         group.rows.sort(key=_sort_key)
@@ -141,5 +145,5 @@ def build_board(reports: list[EntryReport]) -> Board:
                 if status == "ranked" and bucket != REFERENCES:
                     for i, row in enumerate(rows, 1):
                         row.rank = i
-    ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.content_sha256))
+    ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.public, g.content_sha256))
     return Board(ordered, sum(not r.valid for r in reports))

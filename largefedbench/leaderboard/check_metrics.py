@@ -21,8 +21,17 @@ def _stats(entry: Entry) -> dict[str, object]:
             stats[f"metrics.{section}.{k}"] = getattr(getattr(m, section), k)
     stats["metrics.validation_top1"] = m.validation_top1
     stats["metrics.gap_closed"] = m.gap_closed
-    if m.fid is not None:
-        stats["metrics.fid"] = m.fid
+    for name in ("fid", "gain_over_generator_only", "gap_closed_over_generator_only", "topic_share"):
+        if getattr(m, name) is not None:
+            stats[f"metrics.{name}"] = getattr(m, name)
+    if m.reference_generator_only is not None:
+        for k in ("top1", "top3", "top5"):
+            stats[f"metrics.reference_generator_only.{k}"] = getattr(m.reference_generator_only, k)
+    w = m.window_novel
+    if w is not None:
+        for name in ("top1", "reference_non_private", "reference_generator_only", "gap_closed"):
+            if getattr(w, name) is not None:
+                stats[f"metrics.window_novel.{name}"] = getattr(w, name)
     return stats
 
 
@@ -84,4 +93,11 @@ def _check_gap(entry: Entry) -> list[Finding]:
             out.append(error("gap-closed", f"metrics.gap_closed.per_seed[{i}]",
                              f"is {gap:.9g} but (acc − acc₀)/(acc∞ − acc₀) from the entry's top-1 accuracies is "
                              f"{expected:.9g} (tolerance {METRIC_ATOL:g})", _FIX))
+    gen = m.reference_generator_only
+    if gen is not None and m.gain_over_generator_only is not None:
+        for i, (acc, g, gain) in enumerate(zip(m.next_token_accuracy.top1.per_seed, gen.top1.per_seed,
+                                               m.gain_over_generator_only.per_seed)):
+            if abs(gain - (acc - g)) > METRIC_ATOL:
+                out.append(error("gap-closed", f"metrics.gain_over_generator_only.per_seed[{i}]",
+                                 f"is {gain:.9g} but top-1 minus the generator-only row's is {acc - g:.9g}", _FIX))
     return out

@@ -68,6 +68,26 @@ def _fid(row: Row) -> float | None:
     return row.entry.metrics.fid.mean if row.entry.metrics.fid is not None else None
 
 
+def _novel(row: Row) -> float | None:
+    w = row.entry.metrics.window_novel
+    return w.top1.mean if w is not None else None
+
+
+def _novel_text(row: Row) -> str:
+    w = row.entry.metrics.window_novel
+    return "–" if w is None else _pct(w.top1.mean, w.top1.std)
+
+
+def _gain(row: Row) -> float | None:
+    g = row.entry.metrics.gain_over_generator_only
+    return g.mean if g is not None else None
+
+
+def _gain_text(row: Row) -> str:
+    g = row.entry.metrics.gain_over_generator_only
+    return "–" if g is None else f"{100 * g.mean:+.2f} ± {100 * g.std:.2f}"
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("rank", "#", "rank by mean top-1 accuracy within the ε bucket", lambda r: r.rank, _rank),
     Column("method", "Method", "method name and version", lambda r: r.entry.method.name,
@@ -88,6 +108,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("gap", "Gap closed", "(acc − acc at ε=0) / (acc at ε=∞ − acc at ε=0): mean ± std",
            lambda r: r.entry.metrics.gap_closed.mean,
            lambda r: f"{r.entry.metrics.gap_closed.mean:.3f} ± {r.entry.metrics.gap_closed.std:.3f}"),
+    Column("novel", "Novel top-1 %", "top-1 on the test positions whose target is a window-novel token (its train "
+           "frequency ≥ k × its pre-window frequency): what the window adds beyond style", _novel, _novel_text),
+    Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples, "
+           "same pipeline, no client consulted), in points: mean ± std over seeds", _gain, _gain_text),
     Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)", _fid,
            lambda r: _num(_fid(r), 4)),
     Column("down", "Floats ↓ /client/round", "floats downloaded per client per round (POPri Table 2)",

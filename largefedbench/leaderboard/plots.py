@@ -55,6 +55,11 @@ def frontier_plot(group: Group, path: Path) -> Path:
                                ("reference_non_private", "ε = ∞ (non-private)", "--")):
         values = [getattr(r.entry.metrics, attr).top1.mean for r in group.rows]
         ax.axhline(100 * sum(values) / len(values), color="0.35", linestyle=style, linewidth=1, label=label)
+    no_signal = [r.entry.metrics.reference_generator_only.top1.mean for r in group.rows
+                 if r.entry.metrics.reference_generator_only is not None]
+    if no_signal:
+        ax.axhline(100 * sum(no_signal) / len(no_signal), color="tab:brown", linestyle="-.", linewidth=1,
+                   label="ε = 0 generator-only (no private signal)")
     if private:
         ax.set_xscale("log")
         low, high = min(r.epsilon for r in private) / 1.6, max(r.epsilon for r in private) * 1.6
@@ -70,7 +75,7 @@ def frontier_plot(group: Group, path: Path) -> Path:
     ax.set_xlabel("ε (user-level, log scale)")
     ax.set_ylabel("top-1 next-token accuracy (%)")
     ax.set_title(f"privacy–utility frontier: {group.dataset}, {group.window[0]} – {group.window[1]}, "
-                 f"{group.profile} profile", fontsize=9)
+                 f"{group.profile} profile, public {group.public}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(fig, path)

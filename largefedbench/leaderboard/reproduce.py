@@ -98,6 +98,7 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
                        delta=entry.privacy.delta, profile=entry.config.profile, seeds=tuple(entry.seeds),
                        overrides=overrides, preset=entry.config.preset, out=out, home=home, progress=progress,
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
+                       public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 
 

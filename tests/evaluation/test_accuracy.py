@@ -117,3 +117,24 @@ def test_a_real_gpt2_gives_the_same_counts_batched_or_not(toy_tokenizer):
     assert batched["loss"] == pytest.approx(single["loss"], rel=1e-5)
     assert batched["n_tokens"] == 8 + 2 + 5 + 15
     assert model.training  # restored
+
+
+def test_window_novel_targets_count_only_the_positions_whose_target_they_name(toy_tokenizer):
+    # targets "c" (3) and "e" (5): "a b c" has b->c (rank 1), "c a" has <e>->c (rank 3), "e" has <e>->e (rank 5)
+    out = next_token_accuracy(BigramModel(), toy_tokenizer, TEXTS, targets=[3, 5], topk=(1, 3, 5))
+    assert out["n_tokens"] == 3
+    assert out["top1"] == pytest.approx(1 / 3) and out["top3"] == pytest.approx(2 / 3) and out["top5"] == pytest.approx(1)
+    assert out["loss"] == pytest.approx((ce(1) + ce(3) + ce(5)) / 3, rel=1e-6)
+    none = next_token_accuracy(BigramModel(), toy_tokenizer, TEXTS, targets=[7])
+    assert none["n_tokens"] == 0 and math.isnan(none["top1"])
+
+
+def test_window_novel_tokens_are_frequent_in_the_window_and_rare_before_it(toy_tokenizer):
+    from largefedbench.evaluation.novel_tokens import window_novel_tokens
+
+    train = ["a b c d"] * 30 + ["d d d d"] * 10  # d: 70 of 160 tokens in the window
+    before = ["a b c"] * 100 + ["d"]  # d: once in 301 tokens before it
+    novel = window_novel_tokens(toy_tokenizer, train, before, k=10, min_count=20)
+    assert novel.ids == (4,)  # only d; a, b, c are as frequent before the window as in it
+    assert novel.describe() == {"k": 10.0, "min_count": 20, "n_tokens": 1, "train_tokens": 160, "pre_window_tokens": 301}
+    assert window_novel_tokens(toy_tokenizer, train, before, k=10, min_count=100).ids == ()  # too rare to count

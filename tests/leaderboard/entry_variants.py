@@ -53,7 +53,26 @@ def recompute(data: dict[str, Any]) -> dict[str, Any]:
                                                       m["reference_public"]["top1"]["per_seed"],
                                                       m["reference_non_private"]["top1"]["per_seed"])]
     m["gap_closed"] = _stat(gaps)
+    gen = m.get("reference_generator_only")
+    if gen:
+        for k in ("top1", "top3", "top5"):
+            gen[k] = _stat(gen[k]["per_seed"])
+        top1, g1, inf1 = (m[s]["top1"]["per_seed"] for s in ("next_token_accuracy", "reference_generator_only",
+                                                              "reference_non_private"))
+        m["gain_over_generator_only"] = _stat([a - g for a, g in zip(top1, g1)])
+        m["gap_closed_over_generator_only"] = _stat([(a - g) / (i - g) for a, g, i in zip(top1, g1, inf1)])
+    for stat in _other_stats(m):
+        stat.update(_stat(stat["per_seed"]))
     return data
+
+
+def _other_stats(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The per-seed statistics of issue 25 that are neither accuracy sections nor derived from them."""
+    stats = [m[name] for name in ("topic_share",) if m.get(name)]
+    novel = m.get("window_novel") or {}
+    stats += [novel[name] for name in ("top1", "reference_non_private", "reference_generator_only", "gap_closed")
+              if novel.get(name)]
+    return stats
 
 
 def relabel(data: dict[str, Any], *, method: str | None = None, entry_id: str | None = None,
@@ -82,6 +101,11 @@ def with_seeds(data: dict[str, Any], seeds: list[int], spread: float = 0.002) ->
     m["validation_top1"]["per_seed"] = cycle(m["validation_top1"]["per_seed"], spread)
     if m.get("fid"):
         m["fid"]["per_seed"] = cycle(m["fid"]["per_seed"], 0.01)
+    if m.get("reference_generator_only"):
+        for k in ("top1", "top3", "top5"):
+            m["reference_generator_only"][k]["per_seed"] = cycle(m["reference_generator_only"][k]["per_seed"])
+    for stat in _other_stats(m):
+        stat["per_seed"] = cycle(stat["per_seed"])
     p = out["privacy"]
     p["ledgers"] = [copy.deepcopy(p["ledgers"][i % len(p["ledgers"])]) for i in range(len(seeds))]
     p["epsilon_per_seed"] = [p["epsilon_per_seed"][i % len(p["epsilon_per_seed"])] for i in range(len(seeds))]
@@ -119,6 +143,9 @@ def as_reference(data: dict[str, Any], kind: str) -> dict[str, Any]:
     source = "reference_public" if kind == "public" else "reference_non_private"
     m["next_token_accuracy"] = copy.deepcopy(m[source])
     m["fid"] = None
+    for name in ("reference_generator_only", "gain_over_generator_only", "gap_closed_over_generator_only",
+                 "topic_share"):  # a reference row is not read against the no-signal row
+        m.pop(name, None)
     n = len(out["seeds"])
     cls = "PublicReference" if kind == "public" else "NonPrivateReference"
     out["method"].update(name=kind, output="model", source="built-in", target=f"largefedbench.methods.references:{cls}",

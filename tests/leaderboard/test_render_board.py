@@ -44,7 +44,9 @@ def test_the_board_groups_ranks_and_separates(board):
     assert _row(md, roles["a"]["entry_id"]).startswith("| 2 | dp-unigram-example")
     assert roles["c"]["entry_id"] in _section(ranked, mid)
     assert _row(md, roles["c"]["entry_id"]).startswith("| 1 | dp-unigram-c"), "ranked within its own ε bucket"
-    refs = _section(ranked, f"**{md_escape('references (ε = 0 and ε = ∞)')}**", "**ε ≤ 1**")
+    from largefedbench.leaderboard.board import REFERENCES
+
+    refs = _section(ranked, f"**{md_escape(REFERENCES)}**", "**ε ≤ 1**")
     assert "| ref | public" in refs and "| ref | non-private" in refs
     assert roles["unranked"]["entry_id"] in _section(md, "### Unranked", "### Possibly contaminated")
     apart = _section(md, "### Possibly contaminated")
@@ -136,3 +138,20 @@ def test_the_committed_board_is_rendered_from_the_committed_entries():
     result = render_board(REPO / "leaderboard", check=True)
     assert result.stale == [], "leaderboard/ is out of date: run `lfb leaderboard render`"
     assert result.invalid == []
+
+
+def test_entries_with_other_public_resources_are_never_ranked_together(entry, tmp_path):
+    from largefedbench.leaderboard.board import build_board
+    from largefedbench.leaderboard.validate import validate_paths
+
+    from .entry_variants import with_seeds
+
+    split = relabel(with_seeds(entry, [0, 1, 2]), entry_id="split-public-row")
+    generic = relabel(with_seeds(entry, [0, 1, 2]), entry_id="generic-public-row")
+    generic["public"] = {"kind": "generic", "source": "generic_corpus.jsonl.gz", "documents": 10, "spans": 30,
+                         "sha256": "ab" * 32}
+    paths = [save(tmp_path, split), save(tmp_path, generic)]
+    board = build_board(validate_paths(paths))
+    assert sorted(g.public for g in board.groups) == ["generic", "split"]
+    assert all(len(g.rows) == 1 and g.rows[0].rank == 1 for g in board.groups)  # each ranked in its own group
+    assert any("public generic" in g.title for g in board.groups)
