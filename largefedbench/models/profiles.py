@@ -272,8 +272,8 @@ CPU = ModelProfile(
     needs_hub=False,
     public="generic",
 )
-# Why 3,600 pretraining steps (about 3 passes over the generic corpus's 36,720 spans): measured on demo-prose (one
-# H100, seed 0; `lfb eval` on 2 cores gives the same within a few tenths of a point), the public / non-private test
+# Why 3,600 pretraining steps (about 3 passes over the generic corpus's 36,720 spans): measured on demo-prose (a
+# sweep on one H100, seed 0; on 2 CPU cores the 1,200-step model gave 0.080 / 0.215), the public / non-private test
 # top-1 were 0.088 / 0.234 after 1,200 steps (final loss 4.83: under-trained) and 0.153 / 0.336 after 3,600 (loss
 # 3.85); the corpus size mattered less at 3,600 steps (1,500 documents: 0.110 / 0.287; 3,000: 0.137 / 0.325;
 # 6,000: 0.157 / 0.347; all 12,529: 0.153 / 0.336). On the snapshot's own split (issue 11's protocol) the same
