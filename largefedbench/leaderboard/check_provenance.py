@@ -11,6 +11,8 @@ from largefedbench.leaderboard.snapshots import known_hashes, known_snapshot
 
 #: ``contamination.cutoff_kind`` of the tiny profile's models, pretrained by LargeFedBench on the public split
 PRETRAINED_ON_PUBLIC_SPLIT = "pretrained on the snapshot's public split"
+#: the same for models pretrained on the run's ``generic`` or ``c4`` public corpus (the entry's ``public`` section)
+PRETRAINED_ON_PUBLIC_CORPUS = "pretrained on the run's public corpus"
 _RERUN = "Re-run `lfb eval`, which records this section"
 
 
@@ -118,6 +120,11 @@ def check_contamination(entry: Entry) -> list[Finding]:
         return []  # reported by check_dataset
     if c.cutoff_kind == PRETRAINED_ON_PUBLIC_SPLIT:
         return _check_trained_by_profile(entry) or _check_own_model(entry, since)
+    if c.cutoff_kind == PRETRAINED_ON_PUBLIC_CORPUS:
+        if entry.public is None:
+            return [error("contamination", "contamination.cutoff_kind", f"says {c.model} was {c.cutoff_kind}, but the "
+                          "entry records no public corpus (its `public` section)", _RERUN)]
+        return _check_trained_by_profile(entry)
     out: list[Finding] = []
     own = _month_after(c.model_cutoff) if c.model_cutoff else None
     if c.after_cutoff is True and (own is None or since < own):

@@ -76,7 +76,7 @@ class DatasetSection(_Strict):
 class ContaminationSection(_Strict):
     model: str  # the pretrained model whose knowledge matters (the generator, else the downstream)
     model_cutoff: str | None  # YYYY-MM, the binding cutoff
-    cutoff_kind: str  # "reported", "release-bound", "pretrained on the snapshot's public split", "unknown"
+    cutoff_kind: str  # "reported", "release-bound", "pretrained on the snapshot's public split" (or "run's public corpus"), "unknown"
     window_start: str
     after_cutoff: bool | None
 

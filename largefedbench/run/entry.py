@@ -108,9 +108,12 @@ def _contamination(prep: Prepared, bundle) -> ContaminationSection:
     role = "generator" if prep.method.cls.output == "synthetic text" else "downstream"
     source = getattr(prep.profile, role)
     if isinstance(source, TinyGPT2):
-        return ContaminationSection(model=bundle.describe()[role]["id"], model_cutoff=since[:7],
-                                    cutoff_kind="pretrained on the snapshot's public split", window_start=since,
-                                    after_cutoff=True)
+        from largefedbench.leaderboard.check_provenance import PRETRAINED_ON_PUBLIC_CORPUS, PRETRAINED_ON_PUBLIC_SPLIT
+
+        corpus = getattr(bundle, "public_corpus", None)
+        kind = PRETRAINED_ON_PUBLIC_SPLIT if corpus is None or corpus.kind == "split" else PRETRAINED_ON_PUBLIC_CORPUS
+        return ContaminationSection(model=bundle.describe()[role]["id"], model_cutoff=since[:7], cutoff_kind=kind,
+                                    window_start=since, after_cutoff=True)
     try:
         cutoff = get_cutoff(source.id)
     except InputError:

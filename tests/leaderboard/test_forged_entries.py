@@ -240,9 +240,11 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     assert portable_profile(info, tmp_path / "elsewhere")["cache"] == {"hit": True}
     request = SimpleNamespace(method=str(tmp_path / "methods" / "mine.py") + ":Mine", dataset=str(tmp_path / "snap"),
                               seeds=(0, 1, 2), overrides={}, noise_free=False)
-    prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny"), preset="tiny",
-                           method_cls=SimpleNamespace(fixed_epsilon=0), fd=SimpleNamespace(manifest={"name": "snap-x"}))
+    prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny", public="split"), preset="tiny",
+                           method_cls=SimpleNamespace(fixed_epsilon=0), fd=SimpleNamespace(manifest={"name": "snap-x"}),
+                           public_spec=f"c4:{tmp_path / 'c4'}")
     command = _command_for(prep)
+    assert command.endswith("--public c4") and str(tmp_path) not in command  # the kind, never a local C4 path
     assert "--method mine.py:Mine" in command and "--dataset snap-x" in command and not local_paths(command)
     request.method, request.dataset = "dp-fedavg", "hf://owner/snapshot"
     assert "--method dp-fedavg --dataset hf://owner/snapshot" in _command_for(prep)
