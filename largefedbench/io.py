@@ -69,3 +69,13 @@ def build_dir_once(final_dir: Path, marker: str, build: Callable[[Path], None]) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return False
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file, gzipped when its name ends in ``.gz`` (blank lines skipped)."""
+    import gzip
+
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

