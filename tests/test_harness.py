@@ -230,7 +230,7 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     result = run_eval(EvalRequest(method="popri", seeds=(0,), epsilon=4, out=tmp_path, home=root, progress=False),
                       log=logs.append)
     m = result.entry.metrics
-    assert m.reference_generator_only is not None and any("generator-only reference" in line for line in logs)
+    assert m.reference_generator_only is not None  # computed here or cached by an earlier run on this home
     assert m.gain_over_generator_only.per_seed[0] == pytest.approx(
         m.next_token_accuracy.top1.per_seed[0] - m.reference_generator_only.top1.per_seed[0])
     w = m.window_novel

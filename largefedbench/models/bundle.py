@@ -134,19 +134,26 @@ def load_models(profile: str | ModelProfile, fd, device: str | torch.device | No
     home = renamed_path("load_models", "home", home, "root", root)
     prof = get_profile(profile)
     dev = get_device(device)
-    corpus = public if isinstance(public, PublicCorpus) else load_public_corpus(public or prof.public, fd)
+    loaded: list[PublicCorpus] = [public] if isinstance(public, PublicCorpus) else []
+
+    def corpus() -> PublicCorpus:  # loaded when first needed: a hub profile reports its models' failures first
+        if not loaded:
+            loaded.append(load_public_corpus(public or prof.public, fd))
+        return loaded[0]
+
     with _hf_progress(progress):
         bundle = _load(prof, fd, dev, progress, Path(home) if home is not None else None, corpus)
-    bundle.public_corpus = corpus
+    bundle.public_corpus = corpus()
     return bundle
 
 
-def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None, corpus: PublicCorpus) -> ModelBundle:
+def _load(prof: ModelProfile, fd, dev: torch.device, progress: bool, root: Path | None,
+          corpus: Callable[[], PublicCorpus]) -> ModelBundle:
     if isinstance(prof.tokenizer, TrainedBPE) or isinstance(prof.downstream, TinyGPT2) or isinstance(prof.generator, TinyGPT2):
         if not (isinstance(prof.tokenizer, TrainedBPE) and isinstance(prof.downstream, TinyGPT2)):
             raise InputError(f"profile {prof.name!r} mixes tiny and hub models; a trained tokenizer goes with a tiny "
                              "downstream model (and a tiny generator shares it)")
-        return _load_tiny(prof, fd, dev, progress, root, corpus)
+        return _load_tiny(prof, fd, dev, progress, root, corpus())
     if isinstance(prof.generator, PackagedGGUF):
         raise InputError(f"profile {prof.name!r}: a packaged GGUF generator goes with a tiny downstream model and "
                          "trained tokenizer")
@@ -233,8 +240,8 @@ def _public_checkpoint(prof: ModelProfile, tokenizer, corpus: PublicCorpus, devi
     return model, {"public_checkpoint": {"fine_tuned_on": corpus.describe(), "pretraining": stats, "cache_hit": hit}}
 
 
-def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None, corpus: PublicCorpus | None = None,
-              progress: bool = True) -> ModelBundle:
+def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None,
+              corpus: Callable[[], PublicCorpus | None] = lambda: None, progress: bool = True) -> ModelBundle:
     assert isinstance(prof.tokenizer, HubModel) and isinstance(prof.downstream, HubModel) and isinstance(prof.generator, HubModel)
     failures: list[HubLoadError] = []
 
@@ -260,8 +267,9 @@ def _load_hub(prof: ModelProfile, device: torch.device, root: Path | None, corpu
         "downstream": hub_identity(prof.downstream, downstream),
         "generator": hub_identity(generator_source),
     }
-    if corpus is not None and corpus.kind != "split":
-        downstream, extra = _public_checkpoint(prof, tokenizer, corpus, device, root, progress)
+    public = corpus()
+    if public is not None and public.kind != "split":
+        downstream, extra = _public_checkpoint(prof, tokenizer, public, device, root, progress)
         info["downstream"].update(extra)
     return ModelBundle(
         profile=prof, tokenizer=tokenizer, generator_tokenizer=generator_tokenizer, embedder=embedder,

@@ -140,18 +140,21 @@ def test_the_committed_board_is_rendered_from_the_committed_entries():
     assert result.invalid == []
 
 
-def test_entries_with_other_public_resources_are_never_ranked_together(entry, tmp_path):
+def test_entries_with_other_public_resources_are_never_ranked_together(produced, tmp_path):
     from largefedbench.leaderboard.board import build_board
-    from largefedbench.leaderboard.validate import validate_paths
+    from largefedbench.leaderboard.validate import format_reports, validate_paths
 
     from .entry_variants import with_seeds
 
+    entry, art = produced.entry.to_json(), produced.path.parent
     split = relabel(with_seeds(entry, [0, 1, 2]), entry_id="split-public-row")
     generic = relabel(with_seeds(entry, [0, 1, 2]), entry_id="generic-public-row")
     generic["public"] = {"kind": "generic", "source": "generic_corpus.jsonl.gz", "documents": 10, "spans": 30,
                          "sha256": "ab" * 32}
-    paths = [save(tmp_path, split), save(tmp_path, generic)]
-    board = build_board(validate_paths(paths))
+    paths = [save(tmp_path, split, artifacts_from=art), save(tmp_path, generic, artifacts_from=art)]
+    reports = validate_paths(paths)
+    assert all(r.valid for r in reports), format_reports(reports)
+    board = build_board(reports)
     assert sorted(g.public for g in board.groups) == ["generic", "split"]
     assert all(len(g.rows) == 1 and g.rows[0].rank == 1 for g in board.groups)  # each ranked in its own group
     assert any("public generic" in g.title for g in board.groups)

