@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 # Measured on demo-prose with the cpu profile's BPE (trained on the generic corpus): k = 10 leaves 5-9 tokens and
 # 27-32 test positions, too few to measure; k = 3 with at least 10 train occurrences gives 76 tokens (" AI",
-# " safety", " farm", " weight", " diet", " deep" …) and 313 test positions; k = 2 adds common pieces (" app").
+# " safety", " farm", " weight", " diet", " deep" …) and 231 scored test positions; k = 2 adds common pieces (" app").
 K_RATIO = 3.0
 MIN_COUNT = 10
 
