@@ -343,13 +343,14 @@ class _Evaluator:
 
         return resolve_method(name).cls
 
-    def synthetic_stats(self, texts: list[str]) -> dict[str, float]:
-        """FID of synthetic texts to the validation spans and, on the demos, the share naming a private-only topic."""
+    def synthetic_stats(self, texts: list[str], embeddings: np.ndarray | None = None) -> dict[str, float]:
+        """FID of synthetic texts (or of their ``embeddings``, when already computed) to the validation spans and, on
+        the demos, the share naming a private-only topic."""
         from largefedbench.evaluation import fid
         from largefedbench.models import embed
 
-        stats = {"fid": float(fid(embed(texts, self.bundle.embedder),
-                                  self.bundle.span_embeddings(self.prep.fd, "validation", progress=False)))}
+        synth = embed(texts, self.bundle.embedder) if embeddings is None else embeddings
+        stats = {"fid": float(fid(synth, self.bundle.span_embeddings(self.prep.fd, "validation", progress=False)))}
         if self.prep.fd.synthetic:
             from largefedbench.data.demo_lexicon import private_topic_share
 
@@ -390,38 +391,30 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
                           "method must learn from the private clients through fed.private_sum")
     t1 = time.perf_counter()
-    synthetic_fid = None
+    stats: dict[str, float] = {}
     if artifact.kind == "synthetic text":
         log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
         model = ev.train_on(artifact.texts, seed)
-        from largefedbench.evaluation import fid
         from largefedbench.models import embed
 
         synth = embed(artifact.texts, ev.bundle.embedder)
-        valid = ev.bundle.span_embeddings(prep.fd, "validation", progress=False)
-        synthetic_fid = fid(synth, valid)
+        stats = ev.synthetic_stats(artifact.texts, synth)
         np.save(seed_dir / "synthetic-embeddings.npy", synth.astype(np.float32))
         (seed_dir / "synthetic.json").write_text(json.dumps(artifact.texts[:2000], ensure_ascii=False))
     else:
         model = artifact.model
     validation = ev.accuracy(model, ev.validation_texts)
     test = jsonable(ev.test_metrics(model))
-    topic_share = None
-    if artifact.kind == "synthetic text" and prep.fd.synthetic:
-        from largefedbench.data.demo_lexicon import private_topic_share
-
-        topic_share = private_topic_share(artifact.texts)
     result = SeedResult(
-        seed=seed, test=test, validation=validation, fid=synthetic_fid, epsilon=spent, accountant=accountant,
+        seed=seed, test=test, validation=validation, fid=stats.get("fid"), epsilon=spent, accountant=accountant,
         ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
-        n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=topic_share,
+        n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
     )
     atomic_write_json(done, result.to_json())
     if cls.name == "generator-only" and prep.config == preset_config(cls, prep.preset):
         # the same computation as the reference row every synthetic entry carries: cache it for them
-        ev.remember_reference("generator-only", seed, {**test, "fid": synthetic_fid,
-                                                       **({"topic_share": topic_share} if topic_share is not None else {})})
+        ev.remember_reference("generator-only", seed, {**test, **stats})
     public.clear_checkpoint()
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
