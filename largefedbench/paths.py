@@ -21,14 +21,19 @@ def lfb_home() -> Path:
     return Path(user_cache_dir("largefedbench", appauthor=False))
 
 
-def snapshots_dir(root: Path | None = None) -> Path:
+def home_root(root: Path | str | None = None) -> Path:
+    """``root`` as a path (a string is fine), or :func:`lfb_home` when it is None."""
+    return Path(root).expanduser() if root else lfb_home()
+
+
+def snapshots_dir(root: Path | str | None = None) -> Path:
     """Folder holding one sub-folder per snapshot."""
-    return (root or lfb_home()) / "snapshots"
+    return home_root(root) / "snapshots"
 
 
-def raw_cache_dir(root: Path | None = None) -> Path:
+def raw_cache_dir(root: Path | str | None = None) -> Path:
     """Folder holding every raw HTTP response, per source (the scrapers' resume state)."""
-    return (root or lfb_home()) / "raw"
+    return home_root(root) / "raw"
 
 
 #: errnos of a write that failed because of where it writes (not because of a bug)

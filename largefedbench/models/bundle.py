@@ -216,13 +216,13 @@ def _public_checkpoint(prof: ModelProfile, tokenizer, corpus: PublicCorpus, devi
     from largefedbench.io import build_dir_once
     from largefedbench.models.tiny import pretrain_lm
     from largefedbench.models.tokenizer import lm_sequences
-    from largefedbench.paths import lfb_home
+    from largefedbench.paths import home_root
 
     training = prof.downstream_training
     key = {"model": hub_identity(prof.downstream), "corpus": corpus.sha256, "lr": training.lr,
            "batch_size": training.batch_size, "max_len": training.max_len}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    folder = (root or lfb_home()) / "models" / "public-checkpoints" / digest
+    folder = home_root(root) / "models" / "public-checkpoints" / digest
 
     def build(tmp: Path) -> None:
         model = load_hub_causal_lm(prof.downstream, device=device, role="downstream model")

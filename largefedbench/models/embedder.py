@@ -23,7 +23,7 @@ from largefedbench.models.device import get_device
 from largefedbench.models.hub import HubLoadError
 from largefedbench.models.identity import file_sha256
 from largefedbench.models.profiles import EmbedderSource, HubModel, PackagedEmbedder
-from largefedbench.paths import lfb_home
+from largefedbench.paths import home_root
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def _slug(text: str) -> str:
 
 def embedding_cache_path(fd, split: str, embedder_id: str, root: Path | str | None = None) -> Path:
     """Where the span embeddings of ``fd[split]`` by ``embedder_id`` are cached."""
-    return (Path(root) if root else lfb_home()) / "embeddings" / _slug(embedder_id) / fd.manifest["content_sha256"][:16] / f"{split}.npy"
+    return home_root(root) / "embeddings" / _slug(embedder_id) / fd.manifest["content_sha256"][:16] / f"{split}.npy"
 
 
 def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
@@ -98,7 +98,7 @@ def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | 
 def corpus_embeddings(corpus, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
                       progress: bool = True) -> np.ndarray:
     """Unit embeddings of every span of a public corpus (``corpus.spans`` order), cached by its kind and hash."""
-    path = (Path(root) if root else lfb_home()) / "embeddings" / _slug(embedder_id) / f"public-{corpus.kind}-{corpus.sha256[:16]}.npy"
+    path = home_root(root) / "embeddings" / _slug(embedder_id) / f"public-{corpus.kind}-{corpus.sha256[:16]}.npy"
     return cached_embeddings(corpus.spans, embedder, path, batch_size=batch_size, progress=progress)
 
 

@@ -25,7 +25,7 @@ from largefedbench.errors import LfbError
 from largefedbench.io import atomic_write_json, atomic_write_text, build_dir_once
 from largefedbench.models.identity import file_sha256
 from largefedbench.models.profiles import PackagedGGUF
-from largefedbench.paths import lfb_home
+from largefedbench.paths import home_root
 
 log = logging.getLogger(__name__)
 CONVERSION_VERSION = 2
@@ -64,7 +64,7 @@ def _sha256_cached(path: Path, cache_root: Path) -> str:
 def converted_dir(source: PackagedGGUF, root: Path | None = None) -> tuple[Path, Path, str]:
     """``(HF folder, GGUF path, GGUF sha256)``: where the converted model of ``source`` lives (or will live)."""
     gguf_path = locate_gguf(source)
-    cache_root = (Path(root) if root else lfb_home()) / "models" / "gguf"
+    cache_root = home_root(root) / "models" / "gguf"
     digest = _sha256_cached(gguf_path, cache_root)
     return cache_root / f"{digest[:16]}-v{CONVERSION_VERSION}", gguf_path, digest
 

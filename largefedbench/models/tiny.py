@@ -37,7 +37,7 @@ from largefedbench.models.tokenizer import (
     save_trained_tokenizer,
     train_bpe,
 )
-from largefedbench.paths import lfb_home
+from largefedbench.paths import home_root
 
 __all__ = ["TINY_DOWNSTREAM_ID", "TINY_GENERATOR_ID", "build_tiny_gpt2", "built_roles", "load_tiny_lm",
            "prepare_tiny_models", "pretrain_lm", "pretraining_sequences", "tiny_cache_dir", "tiny_fingerprint"]
@@ -139,7 +139,7 @@ def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None, corpus=N
     """Where the tiny models of ``profile`` trained on the public corpus ``corpus`` (default: ``fd``'s public split)
     live (see the module docstring): a ``split`` corpus is keyed by the snapshot, another by its kind and hash."""
     key = fd.manifest["content_sha256"][:16] if corpus is None or corpus.kind == "split" else f"{corpus.kind}-{corpus.sha256[:16]}"
-    return (Path(root) if root else lfb_home()) / "models" / profile.name / key / tiny_fingerprint(profile)[:12]
+    return home_root(root) / "models" / profile.name / key / tiny_fingerprint(profile)[:12]
 
 
 def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool, corpus=None) -> None:
