@@ -16,7 +16,7 @@ from typing import Literal
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.methods.popri import POPriConfig
 from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
-from largefedbench.synthetic.prompts import build_prompts, check_prompt_format
+from largefedbench.synthetic.prompts import DEFAULT_INSTRUCTION, build_prompts, check_prompt_format
 from largefedbench.synthetic.rounds import chunks, public_examples
 
 DEVIATIONS = ("not a method of the papers: the untouched generator's samples from POPri's final prompts, the no-signal "
@@ -29,8 +29,9 @@ class GeneratorOnlyConfig:
     presets), so the row is what POPri would release without private feedback."""
 
     examples_per_prompt: int = 3
-    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
     prefix_words: int = 12
+    instruction: str = DEFAULT_INSTRUCTION
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -68,7 +69,8 @@ class GeneratorOnly(Method):
         for i, n in chunks(cfg.n_final):
             stream = 10_000 + i  # POPri's final-set streams: the same prompts and sampling seeds
             prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
-                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
+                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
+                                    tokenizer=tok, instruction=cfg.instruction)
             ids = generate_ids(model, tok, prompts, n_per_prompt=1, seed=seed_for(public.seed, stream),
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                                batch_size=cfg.generation_batch_size, progress=public.progress, desc=f"generating ({stream})")

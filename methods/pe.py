@@ -65,6 +65,7 @@ from largefedbench.synthetic.lora import (
     lora_state,
 )
 from largefedbench.synthetic.prompts import (
+    DEFAULT_INSTRUCTION,
     build_prompts,
     check_prompt_format,
     prompt_template,
@@ -126,6 +127,9 @@ class PEConfig:
 
     def __post_init__(self) -> None:
         check_prompt_format(self.prompt_format, self.prefix_words)
+        if self.prompt_format == "instruction":
+            raise InputError("PE's expansion prompts are built from its surviving samples; prompt_format='instruction' "
+                             "would ignore them: use 'continuation' or 'few-shot'")
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens) < 1:
             raise InputError("rounds, n_synthetic, n_final and max_new_tokens must be >= 1")
         if not 0 < self.mask_fraction < 1 or not self.threshold_multiplier >= 0 or self.lookahead < 0:
@@ -158,8 +162,9 @@ class PESFTConfig:
     threshold_multiplier: float = H_MULTIPLIER
     clients_per_round: int | None = None
     examples_per_prompt: int = 3
-    prompt_format: Literal["few-shot", "continuation"] = "few-shot"
+    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
     prefix_words: int = 12
+    instruction: str = DEFAULT_INSTRUCTION
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -188,9 +193,10 @@ class PESFTConfig:
 
     @classmethod
     def cpu(cls) -> PESFTConfig:
-        """The ``cpu`` profile: PE's cpu settings (continuation prompts of 12 words, 48 new tokens, temperature 0.8,
-        top-p 0.95), then SFT of the LoRA generator at lr 1e-4 (batch 8, 1 epoch); 1024 final samples."""
-        return cls(rounds=3, n_synthetic=144, prompt_format="continuation", prefix_words=12, max_new_tokens=48,
+        """The ``cpu`` profile: POPri's cpu prompts (one open request in SmolLM2's chat template, 48 new tokens,
+        temperature 0.8, top-p 0.95; see ``POPriConfig.cpu``), 3 rounds of 144 samples, then SFT of the LoRA
+        generator at lr 1e-4 (batch 8, 1 epoch); 1024 final samples."""
+        return cls(rounds=3, n_synthetic=144, prompt_format="instruction", max_new_tokens=48,
                    temperature=0.8, top_p=0.95, sft_lr=1e-4, sft_epochs=1, sft_batch_size=8, n_final=1024,
                    generation_batch_size=32)
 
@@ -328,7 +334,8 @@ class PrivateEvolutionSFT(Method):
         def sample(n: int, stream: int) -> tuple[list[str], list[str], list[str]]:
             """(prompts, raw continuations for SFT, cleaned samples), one sample per prompt."""
             prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
-                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
+                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
+                                    tokenizer=tok, instruction=cfg.instruction)
             ids = generate_ids(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, batch_size=cfg.generation_batch_size, seed=seed_for(public.seed, stream),
                                progress=public.progress, desc=f"generating ({stream})")

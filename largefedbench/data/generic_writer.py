@@ -24,6 +24,7 @@ from largefedbench.data.demo_writer import MIN_WORDS, write_batches
 from largefedbench.data.generic_corpus import generic_items, instruction
 from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_bytes
+from largefedbench.synthetic.prompts import chat_prompt
 
 WRITER_VERSION = "1"
 BATCH = 64
@@ -31,10 +32,9 @@ MAX_NEW_TOKENS = 224
 _MARKDOWN = re.compile(r"(^|\s)#+\s*|\*\*?|__|`+|^\s*[-•]\s+", re.MULTILINE)
 
 
-def chat_prompt(tokenizer, genre: str, topic: str) -> str:
-    """The instruction in the model's chat template, ready for the assistant's answer."""
-    messages = [{"role": "user", "content": instruction(genre, topic)}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+def writer_prompt(tokenizer, genre: str, topic: str) -> str:
+    """The instruction for (genre, topic) in the model's chat template, ready for the assistant's answer."""
+    return chat_prompt(tokenizer, instruction(genre, topic))
 
 
 def clean_answer(answer: str) -> str:
@@ -50,7 +50,7 @@ def write_corpus(model, tokenizer, out: Path, *, limit: int | None = None, seed:
                  progress: bool = True) -> dict[str, dict]:
     """Write the corpus's texts (the first ``limit`` items) to the JSONL ``out``, resuming; returns rows by id."""
     items = generic_items()[:limit]
-    prompts = {(g, t): chat_prompt(tokenizer, g, t) for _, g, t in items}
+    prompts = {(g, t): writer_prompt(tokenizer, g, t) for _, g, t in items}
     meta = {i: (g, t) for i, g, t in items}
 
     def row(item_id: str, continuation: str) -> dict:

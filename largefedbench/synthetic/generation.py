@@ -58,9 +58,9 @@ def clean_completion(text: str, stop: Sequence[str] = STOP) -> str:
 
 def as_samples(prompts: Sequence[str], raw: Sequence[str], prompt_format: str, n_per_prompt: int = 1) -> list[str]:
     """The synthetic samples that raw continuations (prompt-major, ``n_per_prompt`` per prompt, already cut at
-    :func:`~largefedbench.synthetic.prompts.prompt_stop`) make: the continuation alone for a few-shot prompt, prompt +
-    continuation for a continuation prompt; cleaned as :func:`clean_completion`."""
-    if prompt_format == "few-shot":
+    :func:`~largefedbench.synthetic.prompts.prompt_stop`) make: the continuation alone for a few-shot or instruction
+    prompt, prompt + continuation for a continuation prompt; cleaned as :func:`clean_completion`."""
+    if prompt_format != "continuation":
         return [clean_completion(t, ()) for t in raw]
     return [clean_completion(prompts[i // n_per_prompt] + t, ()) for i, t in enumerate(raw)]
 

@@ -26,6 +26,12 @@ A second prompt format, ``"continuation"``, asks the generator to continue the f
 public example; the sample is that prefix plus the continuation. It is for small instruction-tuned generators that do
 not imitate a few-shot list: on demo-prose, SmolLM2-135M's few-shot samples were generic web prose (FID to the public
 split 0.349) where its continuations read like the split itself (0.235 at temperature 0.8; README, cpu profile).
+
+A third, ``"instruction"``, is one open request in the generator's chat template (:func:`chat_prompt`; default
+:data:`DEFAULT_INSTRUCTION`), the same for every prompt; the sample is the answer. It leaves the topic to the
+generator, so the clients' preference can steer it: on demo-prose with the cpu profile, 91 % of the variance of the
+samples' similarity to the private centroid lies between answers to one prompt, against 38 % between continuations of
+one 12-word prefix, whose topic the prefix already fixes (issue 25; README, cpu profile).
 """
 
 from __future__ import annotations
@@ -36,11 +42,15 @@ import numpy as np
 
 from largefedbench.errors import InputError
 
-__all__ = ["PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "build_prompts", "check_prompt_format", "clean_example",
-           "prompt_stop", "prompt_template"]
+__all__ = ["DEFAULT_INSTRUCTION", "PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "build_prompts",
+           "chat_prompt", "check_prompt_format", "clean_example", "prompt_stop", "prompt_template"]
 
-#: ``"few-shot"``: the reference's list template; ``"continuation"``: the start of one public example, continued.
-PROMPT_FORMATS = ("few-shot", "continuation")
+#: ``"few-shot"``: the reference's list template; ``"continuation"``: the start of one public example, continued;
+#: ``"instruction"``: one open request in the generator's chat template.
+PROMPT_FORMATS = ("few-shot", "continuation", "instruction")
+
+#: The request of the ``"instruction"`` format: no topic, no genre.
+DEFAULT_INSTRUCTION = "Write a short original text."
 
 #: Where a completion is cut: the start of the next "Original Text Sample" header (reference post-processing).
 STOP: tuple[str, ...] = ("Orig",)
@@ -68,6 +78,14 @@ PROMPT_TEMPLATE = prompt_template(3)
 PRE_TEXT_PROMPT_TEMPLATE = prompt_template(3, literal_newline=False)
 
 
+def chat_prompt(tokenizer, message: str) -> str:
+    """``message`` as the user's turn in the tokenizer's chat template, ready for the assistant's answer."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise InputError("prompt_format='instruction' needs an instruction-tuned generator whose tokenizer has a chat "
+                         "template, and this one has none; use prompt_format='continuation' (or 'few-shot')")
+    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True)
+
+
 def clean_example(text: str) -> str:
     """An example as the reference puts it in a prompt: newlines and tabs replaced by spaces."""
     return text.replace("\n", " ").replace("\t", " ")
@@ -82,17 +100,24 @@ def build_prompts(
     template: str | None = None,
     prompt_format: str = "few-shot",
     prefix_words: int = 12,
+    tokenizer=None,
+    instruction: str = DEFAULT_INSTRUCTION,
 ) -> list[str]:
     """``n_prompts`` prompts, each filling ``examples_per_prompt`` distinct examples drawn at random from ``examples``.
 
     ``template`` defaults to :func:`prompt_template` for ``examples_per_prompt`` (the reference template for 3).
     ``prompt_format="continuation"`` instead makes each prompt the first ``prefix_words`` words of one example drawn
-    at random (``examples_per_prompt`` and ``template`` do not apply).
+    at random (``examples_per_prompt`` and ``template`` do not apply). ``prompt_format="instruction"`` makes every
+    prompt ``instruction`` in ``tokenizer``'s chat template (no example and no random draw).
     """
     k = int(examples_per_prompt)
     if n_prompts < 0:
         raise InputError(f"n_prompts={n_prompts} must be >= 0")
     check_prompt_format(prompt_format, prefix_words)
+    if prompt_format == "instruction":
+        if tokenizer is None:
+            raise InputError("an instruction prompt is written in the generator's chat template: pass its tokenizer")
+        return [chat_prompt(tokenizer, instruction)] * int(n_prompts)
     if prompt_format == "continuation":
         if not examples:
             raise InputError("a continuation prompt needs a public example but none were given")
@@ -118,5 +143,5 @@ def check_prompt_format(prompt_format: str, prefix_words: int = 12) -> None:
 
 def prompt_stop(prompt_format: str) -> tuple[str, ...]:
     """Where a completion of a prompt of this format is cut: the next list header for few-shot, nowhere for a
-    continuation (whose text may well contain "Orig…", as in "originally")."""
+    continuation (whose text may well contain "Orig…", as in "originally") or an answer (which ends at EOS)."""
     return STOP if prompt_format == "few-shot" else ()

@@ -8,6 +8,7 @@ import pytest
 from largefedbench.errors import InputError
 from largefedbench.synthetic.generation import as_samples, clean_completion
 from largefedbench.synthetic.prompts import (
+    DEFAULT_INSTRUCTION,
     PRE_TEXT_PROMPT_TEMPLATE,
     PROMPT_TEMPLATE,
     build_prompts,
@@ -72,7 +73,7 @@ def test_continuation_prompts_are_the_first_words_of_one_seeded_example():
 
 
 def test_unknown_format_or_empty_prefix_is_a_clear_error():
-    with pytest.raises(InputError, match="prompt_format='chat'; choose one of few-shot, continuation"):
+    with pytest.raises(InputError, match="prompt_format='chat'; choose one of few-shot, continuation, instruction"):
         build_prompts(["a b"], 1, rng=np.random.default_rng(0), prompt_format="chat")
     with pytest.raises(InputError, match="prefix_words=0"):
         build_prompts(["a b"], 1, rng=np.random.default_rng(0), prompt_format="continuation", prefix_words=0)
@@ -86,3 +87,31 @@ def test_samples_are_the_continuation_or_prompt_plus_continuation():
     assert as_samples(["The tissue"], raw, "continuation", n_per_prompt=2) == ["The tissue originally grew.",
                                                                               "The tissue's cells divide"]
     assert as_samples(["A", "B"], [" x", " y"], "continuation") == ["A x", "B y"]
+
+
+def _chat_tokenizer(template: str | None):
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    raw = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=raw, chat_template=template)
+
+
+def test_instruction_prompts_are_one_request_in_the_chat_template():
+    tok = _chat_tokenizer("{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}"
+                          "{% if add_generation_prompt %}<assistant>{% endif %}")
+    prompts = build_prompts([], 3, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=tok)
+    assert prompts == [f"<user>{DEFAULT_INSTRUCTION}</user><assistant>"] * 3
+    own = build_prompts([], 1, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=tok, instruction="Say hi.")
+    assert own == ["<user>Say hi.</user><assistant>"]
+    # the sample is the answer alone, never cut at "Orig"
+    assert prompt_stop("instruction") == ()
+    assert as_samples(prompts[:1], [" Originally,\nit rained."], "instruction") == ["Originally, it rained."]
+
+
+def test_instruction_prompts_need_a_chat_template():
+    with pytest.raises(InputError, match="pass its tokenizer"):
+        build_prompts([], 1, rng=np.random.default_rng(0), prompt_format="instruction")
+    with pytest.raises(InputError, match="has none; use prompt_format='continuation'"):
+        build_prompts([], 1, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=_chat_tokenizer(None))
