@@ -115,6 +115,15 @@ class CTCLConfig:
                    public_pretrain_lr=1e-2, dp_steps=3, clients_per_round=100, server_lr=1e-2, local_batch_size=8,
                    max_len=80, lora_rank=4, lora_alpha=8, n_synthetic=120, max_new_tokens=40)
 
+    @classmethod
+    def cpu(cls) -> CTCLConfig:
+        """The ``cpu`` profile: 32 topics (5 keywords) over 3,000 public documents, 300 public conditional steps
+        (batch 16, lr 1e-3), then DP-FedAvg's cpu cohorts (10 rounds of 300 clients, server Adam lr 5e-3) and 1,024
+        samples of 48 new tokens (the cpu downstream's budget)."""
+        return cls(n_topics=32, n_keywords=5, topic_corpus_size=3000, public_pretrain_steps=300, public_pretrain_batch_size=16,
+                   public_pretrain_lr=1e-3, dp_steps=10, clients_per_round=300, server_lr=5e-3, local_batch_size=8,
+                   max_len=80, lora_rank=4, lora_alpha=8, n_synthetic=1024, max_new_tokens=48, generation_batch_size=48)
+
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         return FedAvgSettings(rounds=self.dp_steps, clients_per_round=min(self.clients_per_round, n_clients), clip=self.clip,
                         client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,

@@ -109,6 +109,15 @@ class DPResampleConfig:
                    lora_alpha=8, max_new_tokens=40, pool_size=240, max_pool_size=360, pool_growth=120, n_buckets=8,
                    kmeans_n_init=2, kmeans_max_iter=100, n_synthetic=120)
 
+    @classmethod
+    def cpu(cls) -> DPResampleConfig:
+        """The ``cpu`` profile (SmolLM2-135M on 2 cores): DP-FedAvg's cpu cohorts (2 epochs of 300 expected clients:
+        10 rounds on demo-prose), server Adam at lr 5e-3 so 10 steps move a rank-4 adapter, a 2,048-sample pool
+        (≤ 3,072) cut into 32 buckets, 1,024 resampled texts of 48 new tokens (the cpu downstream's budget)."""
+        return cls(epochs=2.0, clients_per_round=300, server_lr=5e-3, local_batch_size=8, max_len=80, lora_rank=4,
+                   lora_alpha=8, max_new_tokens=48, generation_batch_size=48, pool_size=2048, max_pool_size=3072,
+                   pool_growth=512, n_buckets=32, kmeans_n_init=2, kmeans_max_iter=100, n_synthetic=1024)
+
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The DP-FedAvg settings: int(epochs·N/B) rounds of B expected clients (App. F.4's step count)."""
         per_round = min(self.clients_per_round, n_clients)

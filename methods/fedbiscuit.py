@@ -143,6 +143,12 @@ class FedBisConfig:
         on 6 pairs each, a 64-pair pool, 36 DPO pairs, 120 samples."""
         return cls(**_TINY)
 
+    @classmethod
+    def cpu(cls) -> FedBisConfig:
+        """The ``cpu`` profile: 10 rounds at rate 0.05 (~77 clients) with 2 local steps on 8 pairs each, a 256-pair
+        pool, DPO on 64 prompts × 3 completions (lr 5e-4, batch 2, 2 epochs: POPri's cpu step), 1,024 samples."""
+        return cls(**_CPU)
+
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The local training (K AdamW steps over the client's pairs in both orders) and the Poisson rate."""
         return FedAvgSettings(rounds=self.rounds, clients_per_round=self.sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,
@@ -182,6 +188,11 @@ class FedBiscuitConfig(FedBisConfig):
         """FedBis's tiny settings with U = 3, one warm-up round each and regrouping every 2 of the 4 clustered rounds."""
         return cls(**{**_TINY, "rounds": 7}, warmup_rounds=1, regroup_every=2)
 
+    @classmethod
+    def cpu(cls) -> FedBiscuitConfig:
+        """FedBis's cpu settings with U = 3, one warm-up round each and regrouping every 3 of the 9 clustered rounds."""
+        return cls(**{**_CPU, "rounds": 12}, warmup_rounds=1, regroup_every=3)
+
     def schedule(self) -> list[tuple[str, int]]:
         """The rounds in order: ("warmup", u) T times per selector, then ("group", k) every τ clustered rounds
         before ("train", r)."""
@@ -201,6 +212,12 @@ _TINY: dict[str, Any] = {
     "dpo_epochs": 1, "dpo_batch_size": 8, "n_synthetic": 120,
 }
 
+_CPU: dict[str, Any] = {
+    "rounds": 10, "sample_rate": 0.05, "local_steps": 2, "local_batch_size": 8, "client_lr": 5e-4, "lora_rank": 4,
+    "lora_alpha": 8, "pool_pairs": 256, "pairs_per_client": 8, "validation_pairs": 2, "candidate_tokens": 48,
+    "examples_per_prompt": 2, "max_new_tokens": 48, "n_dpo_prompts": 64, "n_completions": 3, "dpo_lr": 5e-4,
+    "dpo_epochs": 2, "dpo_batch_size": 2, "n_synthetic": 1024, "generation_batch_size": 48,
+}
 
 # -- the public pair pool and each client's preferences ------------------------------------------------------
 @dataclass(frozen=True)

@@ -124,6 +124,14 @@ class WeakClientVotingConfig:
                    max_len=80, lora_rank=4, lora_alpha=8, n_generated=240, votes_per_sample=3, sampling_rate=0.5,
                    max_new_tokens=40)
 
+    @classmethod
+    def cpu(cls) -> WeakClientVotingConfig:
+        """The ``cpu`` profile: half of the ~155 strong clients in each of 5 rounds (1 local pass, client lr 0.05),
+        2,048 candidates of 48 new tokens, 3 votes each, half kept: 1,024 texts (the cpu downstream's budget)."""
+        return cls(strong_sample_rate=0.5, rounds=5, local_epochs=1, local_batch_size=8, client_lr=0.05, server_lr=1.0,
+                   max_len=80, lora_rank=4, lora_alpha=8, n_generated=2048, votes_per_sample=3, sampling_rate=0.5,
+                   max_new_tokens=48, generation_batch_size=48)
+
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """Poisson rate ``strong_sample_rate`` over all clients (weak members of a cohort send nothing)."""
         return FedAvgSettings(rounds=self.rounds, clients_per_round=self.strong_sample_rate * n_clients, clip=self.clip, client_lr=self.client_lr,

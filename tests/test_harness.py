@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import math
 import os
@@ -217,7 +219,18 @@ def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
     assert preset_config(POPri, "paper") == POPri.Config()
-    assert not hasattr(DPFTRL.Config, "cpu") and preset_config(DPFTRL, "cpu") == DPFTRL.Config.tiny()
+    assert preset_config(DPFTRL, "cpu") == DPFTRL.Config.cpu() != DPFTRL.Config.tiny()
+
+    @dataclass(frozen=True)
+    class PluginConfig:  # a plug-in method's config with no cpu preset
+        rounds: int = 20
+
+        @classmethod
+        def tiny(cls):
+            return cls(rounds=2)
+
+    plugin = type("Plugin", (), {"Config": PluginConfig})
+    assert preset_config(plugin, "cpu") == PluginConfig(rounds=2)
     with pytest.raises(InputError, match="--preset 'huge'"):
         preset_config(POPri, "huge")
 
