@@ -151,7 +151,7 @@ class POPriConfig:
         (91 % for the request) and POPri tied its no-signal row. DPO β 0.1 at lr 5e-4 → 2e-4 over 2 epochs of batch 2
         (16 steps a round: with 2 steps a round at lr 1e-4 the margins stayed below 0.005 and the generator did not
         move), 1024 final samples (512 real private spans close 11 % of the demo-prose gap, 1024 close 40–47 %:
-        README), generation batch 48."""
+        docs/profiles.md), generation batch 48."""
         return cls(rounds=3, n_prompts=16, n_per_prompt=6, rejected_rank=5, prompt_format="instruction",
                    max_new_tokens=48, temperature=0.8, top_p=0.95, beta=0.1, lr=5e-4, min_lr=2e-4, dpo_epochs=2,
                    dpo_batch_size=2, n_final=1024, generation_batch_size=48)

@@ -114,7 +114,7 @@ class DownstreamTraining:
 
     ``public_replay``: public spans mixed into every fine-tuning set, as a multiple of its size (0: none, the
     paper's setting; 1.0: as many public spans as training texts). Public text costs no privacy; it keeps a
-    downstream pretrained on the public split from drifting to the generator's style (README, issue 11).
+    downstream pretrained on the public split from drifting to the generator's style (docs/profiles.md, issue 11).
     """
 
     lr: float

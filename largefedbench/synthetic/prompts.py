@@ -25,13 +25,13 @@ generator, and their newlines and tabs become spaces. The model's answer is cut 
 A second prompt format, ``"continuation"``, asks the generator to continue the first ``prefix_words`` words of one
 public example; the sample is that prefix plus the continuation. It is for small instruction-tuned generators that do
 not imitate a few-shot list: on demo-prose, SmolLM2-135M's few-shot samples were generic web prose (FID to the public
-split 0.349) where its continuations read like the split itself (0.235 at temperature 0.8; README, cpu profile).
+split 0.349) where its continuations read like the split itself (0.235 at temperature 0.8; docs/profiles.md).
 
 A third, ``"instruction"``, is one open request in the generator's chat template (:func:`chat_prompt`; default
 :data:`DEFAULT_INSTRUCTION`), the same for every prompt; the sample is the answer. It leaves the topic to the
 generator, so the clients' preference can steer it: on demo-prose with the cpu profile, 91 % of the variance of the
 samples' similarity to the private centroid lies between answers to one prompt, against 38 % between continuations of
-one 12-word prefix, whose topic the prefix already fixes (issue 25; README, cpu profile).
+one 12-word prefix, whose topic the prefix already fixes (issue 25; docs/profiles.md).
 """
 
 from __future__ import annotations

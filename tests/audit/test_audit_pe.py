@@ -2,7 +2,7 @@
 
 Text canaries are scored against every noised vote histogram PE released (largefedbench.audit.releases): with the
 noise forced off while the ledger still claims ε = 1, an inserted canary's own vote shows in the histograms; with
-correct noise it does not. The final synthetic set alone carries no per-canary signal at this scale (see README)."""
+correct noise it does not. The final synthetic set alone carries no per-canary signal at this scale (see docs/audit.md)."""
 
 from __future__ import annotations
 

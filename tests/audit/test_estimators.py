@@ -104,7 +104,7 @@ def _jax_privacy_auditing():
 def test_same_bound_as_jax_privacy_at_the_same_threshold():
     aud = _jax_privacy_auditing()
     if aud is None:
-        pytest.skip("jax-privacy is not installed (it pulls in jax; see README 'Privacy audit')")
+        pytest.skip("jax-privacy is not installed (it pulls in jax; see docs/audit.md)")
     rng = np.random.default_rng(3)
     for shift, n, delta in [(2.0, 500, 1e-7), (3.0, 50, 1e-6), (1.0, 100, 1e-5)]:
         s_in, s_out = rng.normal(shift, 1, n), rng.normal(0, 1, n)
