@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from largefedbench.errors import InputError
+from largefedbench.privacy.clipping import clip_rows
 
 
 def client_seed(fed_seed: int, round_: int, client_id: str) -> int:
@@ -270,8 +271,6 @@ def exact_shortcut(client_fn: Any) -> Callable[[ChunkView, float], Any] | None:
 
 
 def _rows_clipped_sum(rows: Any, clip: float, n: int) -> tuple[Any, int]:
-    from largefedbench.federation import clip_rows
-
     if len(rows) != n:
         raise InputError(f"the batched client function returned {len(rows)} vectors for {n} clients: one per client")
     shape = tuple(rows.shape[1:])

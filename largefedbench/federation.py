@@ -35,7 +35,7 @@ from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 
-__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "clip_rows"]
+__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum"]
 
 
 @dataclass(frozen=True)
@@ -100,20 +100,6 @@ class CostMeter:
             "client_seconds_total": sum(r["client_seconds"] for r in self.rounds),
             "server_seconds_total": sum(r["server_seconds"] for r in self.rounds),
         }
-
-
-def clip_rows(vectors: Any, clip: float) -> Any:
-    """Scale every row with L2 norm above ``clip`` down to norm ``clip`` (numpy or torch)."""
-    if type(vectors).__module__.split(".")[0] == "torch":
-        import torch
-
-        norms = torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
-        return vectors * torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
-    vectors = np.asarray(vectors)
-    if not np.issubdtype(vectors.dtype, np.floating):
-        vectors = vectors.astype(np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors * np.minimum(1.0, clip / np.maximum(norms, 1e-12))
 
 
 class Federation:

@@ -11,7 +11,8 @@ from hypothesis.extra.numpy import arrays
 from largefedbench.data.demo import build_demo
 from largefedbench.data.federated import load_snapshot
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation, clip_rows
+from largefedbench.federation import Federation
+from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy.mechanisms import Gaussian
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError, PrivacyError
-from largefedbench.federation import Federation, SpanEmbeddings, clip_rows
+from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy import GaussianEvent, PoissonGaussianEvent, TreeAggregationEvent
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise, TreeAggregation, TreePrefixSum
 from largefedbench.synthetic.scoring import PopriScores

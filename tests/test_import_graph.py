@@ -83,7 +83,6 @@ KNOWN_UP = {
 }
 #: Arrows inside one layer that close a cycle today (the same list in docs/architecture.md).
 KNOWN_BACK = {
-    ("client_views", "federation"): "clip_rows lives in federation.py",
     ("synthetic", "fedtrain"): "synthetic/dp_finetune.py trains through fedtrain; fedtrain reads synthetic/rounds.py",
     ("leaderboard", "harness"): "leaderboard's smoke, reproduce and sample run methods",
     ("audit", "harness"): "the audit runs a method as lfb eval does; the board validates audits",

@@ -69,7 +69,7 @@ class ReleaseScores:
         if not batched or not getattr(client_fn, "scorable_by_audit", False):
             self.skipped += 1
             return
-        from largefedbench.federation import clip_rows
+        from largefedbench.privacy.clipping import clip_rows
 
         release = np.asarray(noisy, dtype=np.float64).reshape(-1)
         digest = hashlib.sha256(release.tobytes()).hexdigest()

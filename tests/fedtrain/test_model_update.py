@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from largefedbench.errors import InputError
-from largefedbench.federation import clip_rows
+from largefedbench.privacy.clipping import clip_rows
 from largefedbench.fedtrain import FlatParams, LocalSGD, ModelUpdate, ServerOptimizer, UpdateNormTally, local_steps
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
 
