@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from largefedbench import checkpoints
 from largefedbench.config_overrides import config_from_overrides, config_to_dict  # noqa: F401 - methods import them from here
 from largefedbench.errors import MethodError
+from largefedbench.rounds import checkpoints
 
 __all__ = [
     "OUTPUT_KINDS",

@@ -26,8 +26,7 @@ from largefedbench.fedtrain import (
     private_cohort_update,
 )
 from largefedbench.privacy import PrivacyBudget
-from largefedbench.run.rounds import RoundsLoop
-from largefedbench.synthetic.rounds import unreleased_path
+from largefedbench.rounds import RoundsLoop, unreleased_path
 
 __all__ = ["FederatedFineTuning", "FineTuningConfig", "Server"]
 

@@ -19,12 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, Server
+from largefedbench.methods._federated_finetuning import (
+    FederatedFineTuning,
+    FineTuningConfig,
+    Server,
+)
 
 from largefedbench.fedtrain import FlatParams, ServerOptimizer
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.synthetic.rounds import cohort_fields
+from largefedbench.rounds import cohort_fields
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 

@@ -32,7 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, Server
+from largefedbench.methods._federated_finetuning import (
+    FederatedFineTuning,
+    FineTuningConfig,
+    Server,
+)
 
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation

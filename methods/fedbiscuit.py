@@ -66,12 +66,11 @@ from largefedbench.fedtrain import (
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.run.rounds import RoundsLoop
+from largefedbench.rounds import RoundsLoop, cohort_fields
 from largefedbench.synthetic.dp_finetune import lora_generator, require_private_budget
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for
-from largefedbench.synthetic.prompts import build_prompts
-from largefedbench.synthetic.rounds import cohort_fields, public_examples
+from largefedbench.synthetic.prompts import build_prompts, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",

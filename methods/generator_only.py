@@ -13,11 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.methods.popri import POPriConfig
+
+from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
-from largefedbench.synthetic.prompts import DEFAULT_INSTRUCTION, build_prompts, check_prompt_format
-from largefedbench.synthetic.rounds import chunks, public_examples
+from largefedbench.synthetic.prompts import (
+    DEFAULT_INSTRUCTION,
+    build_prompts,
+    check_prompt_format,
+    public_examples,
+)
+from largefedbench.synthetic.texts import chunks
 
 DEVIATIONS = ("not a method of the papers: the untouched generator's samples from POPri's final prompts, the no-signal "
               "reference every synthetic method is read against",)

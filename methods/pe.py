@@ -50,9 +50,11 @@ import numpy as np
 from largefedbench.config_overrides import config_to_dict
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
+from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.run.rounds import RoundsLoop
+from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
+from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
 from largefedbench.synthetic.generation import (
     decode_samples,
     generate_ids,
@@ -64,25 +66,17 @@ from largefedbench.synthetic.lora import (
     load_lora_state,
     lora_state,
 )
+from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.prompts import (
     DEFAULT_INSTRUCTION,
     build_prompts,
     check_prompt_format,
     prompt_template,
-)
-from largefedbench.synthetic.rounds import (
-    Timer,
-    chunks,
-    cohort_fields,
-    draw_cohort,
-    fid_to,
-    keep_lowest_fid_adapter,
-    noise_for_rounds,
     public_examples,
-    take,
 )
 from largefedbench.synthetic.scoring import NnVotes
 from largefedbench.synthetic.sft import sft_update
+from largefedbench.synthetic.texts import chunks, take
 from largefedbench.synthetic.variation import (
     load_masked_lm,
     lookahead_embeddings,

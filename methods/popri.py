@@ -45,10 +45,12 @@ from typing import Literal
 from largefedbench.config_overrides import config_to_dict
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
+from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.run.rounds import RoundsLoop
+from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
+from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
 from largefedbench.synthetic.generation import (
     decode_samples,
     generate_ids,
@@ -60,24 +62,16 @@ from largefedbench.synthetic.lora import (
     load_lora_state,
     lora_state,
 )
+from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.preferences import preference_pairs
 from largefedbench.synthetic.prompts import (
     DEFAULT_INSTRUCTION,
     build_prompts,
     check_prompt_format,
-)
-from largefedbench.synthetic.rounds import (
-    Timer,
-    chunks,
-    cohort_fields,
-    draw_cohort,
-    fid_to,
-    keep_lowest_fid_adapter,
-    noise_for_rounds,
     public_examples,
-    take,
 )
 from largefedbench.synthetic.scoring import NnVotes, PopriScores
+from largefedbench.synthetic.texts import chunks, take
 
 
 @dataclass(frozen=True)

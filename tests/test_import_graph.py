@@ -77,13 +77,11 @@ KNOWN_UP = {
     ("data", "models"): "data/demo_writer.py and data/generic_writer.py write text with the profile's LLM",
     ("data", "synthetic"): "the writers generate through synthetic.generation",
     ("data", "scrapers"): "data/refresh.py drives the scrapers",
-    ("fedtrain", "run"): "fedtrain/fedavg.py runs in run/rounds.py's loop, which shares run/ with the pipeline",
     ("run", "harness"): "run/entry.py reads harness.Prepared",
     ("run", "leaderboard"): "run/entry.py builds the entry with leaderboard.schema",
 }
 #: Arrows inside one layer that close a cycle today (the same list in docs/architecture.md).
 KNOWN_BACK = {
-    ("synthetic", "fedtrain"): "synthetic/dp_finetune.py trains through fedtrain; fedtrain reads synthetic/rounds.py",
     ("leaderboard", "harness"): "leaderboard's smoke, reproduce and sample run methods",
     ("audit", "harness"): "the audit runs a method as lfb eval does; the board validates audits",
 }

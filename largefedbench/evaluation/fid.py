@@ -7,6 +7,8 @@ harness computes it between synthetic and validation span embeddings (all-MiniLM
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -43,3 +45,10 @@ def mean_sq_distance(a: np.ndarray, b: np.ndarray) -> float:
     """``||mu_a - mu_b||^2``, the first FID term (the reference logs it as "MSE")."""
     a, b = _check(a, b)
     return float(np.sum((a.mean(axis=0) - b.mean(axis=0)) ** 2))
+
+
+def fid_to(embeddings: np.ndarray, reference: np.ndarray) -> float:
+    """FID between two embedding sets, NaN when either has fewer than two rows."""
+    if len(embeddings) < 2 or len(reference) < 2:
+        return math.nan
+    return float(fid(embeddings, reference))

@@ -32,8 +32,7 @@ from largefedbench.fedtrain.local_sgd import LocalSGD
 from largefedbench.fedtrain.server import ServerOptimizer, ServerState
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.run.rounds import RoundsLoop
-from largefedbench.synthetic.rounds import cohort_fields
+from largefedbench.rounds import RoundsLoop, cohort_fields
 
 __all__ = ["CHUNK_CLIENTS", "ClientUpdate", "FedAvgSettings", "run_round", "train_adapter"]
 

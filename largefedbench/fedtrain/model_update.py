@@ -22,7 +22,7 @@ from largefedbench.fedtrain.local_sgd import (
     lm_loss,
     local_updates,
 )
-from largefedbench.synthetic.rounds import record_unreleased
+from largefedbench.rounds import record_unreleased
 
 __all__ = ["CohortUpdate", "ModelUpdate", "UpdateNormTally", "private_cohort_update"]
 

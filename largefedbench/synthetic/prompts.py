@@ -40,10 +40,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, MethodError
 
 __all__ = ["DEFAULT_INSTRUCTION", "PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "build_prompts",
-           "chat_prompt", "check_prompt_format", "clean_example", "prompt_stop", "prompt_template"]
+           "chat_prompt", "check_prompt_format", "clean_example", "prompt_stop", "prompt_template", "public_examples"]
 
 #: ``"few-shot"``: the reference's list template; ``"continuation"``: the start of one public example, continued;
 #: ``"instruction"``: one open request in the generator's chat template.
@@ -145,3 +145,13 @@ def prompt_stop(prompt_format: str) -> tuple[str, ...]:
     """Where a completion of a prompt of this format is cut: the next list header for few-shot, nowhere for a
     continuation (whose text may well contain "Orig…", as in "originally") or an answer (which ends at EOS)."""
     return STOP if prompt_format == "few-shot" else ()
+
+
+def public_examples(public, *, min_words: int = 0, minimum: int = 1) -> list[str]:
+    """Public spans with more than ``min_words`` words (PrE-Text's filter), or all of them when too few pass."""
+    texts = [t for t in public.public_texts() if t.strip()]
+    if len(texts) < minimum:
+        raise MethodError(f"the snapshot has {len(texts)} public spans; the prompts need at least {minimum}. Build it "
+                          "with --public-months >= 1 so that records before the window exist")
+    kept = [t for t in texts if len(t.split()) > min_words]
+    return kept if len(kept) >= minimum else texts

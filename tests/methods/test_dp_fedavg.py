@@ -9,17 +9,16 @@ import json
 
 import pytest
 import torch
+from conftest import N_VALIDATION, Killed, killed_after, public_for, subset
 from largefedbench.methods.dp_fedavg import DPFedAvg
 
 from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
-from largefedbench.fedtrain import FlatParams
 from largefedbench.federation import Federation
+from largefedbench.fedtrain import FlatParams
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
-from largefedbench.synthetic.rounds import UNRELEASED_FILE
-
-from conftest import N_VALIDATION, Killed, killed_after, public_for, subset
+from largefedbench.rounds import UNRELEASED_FILE
 
 DELTA = 1e-5
 

@@ -1,4 +1,4 @@
-"""The shared rounds loop (largefedbench/run/rounds.py) with a dummy method: a killed run resumes to exactly the
+"""The shared rounds loop (largefedbench/rounds/loop.py) with a dummy method: a killed run resumes to exactly the
 uninterrupted result (state, history, best state, federation), a checkpoint of another configuration is refused,
 best-state selection in both directions, and the CONTRIBUTING example is the plug-in's code and stays short."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from largefedbench.contract import PublicResources
 from largefedbench.errors import MethodError
-from largefedbench.run.rounds import RoundsLoop
+from largefedbench.rounds import RoundsLoop
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from largefedbench.errors import InputError, MethodError
+from largefedbench.evaluation.fid import fid_to
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
-from largefedbench.synthetic.rounds import fid_to, noise_for_rounds
+from largefedbench.synthetic.noise import noise_for_rounds
 
 
 class _Fed:

@@ -14,7 +14,7 @@ import numpy as np
 from largefedbench.contract import Artifact, Method
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.run.rounds import RoundsLoop
+from largefedbench.rounds import RoundsLoop
 
 
 def words(text: str) -> list[str]:
