@@ -161,8 +161,8 @@ def _span_settings(args):
 def cmd_refresh(args) -> int:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
-    from largefedbench.data.refresh import RefreshPlan, parse_sources, refresh, window_for
     from largefedbench.data.splits import SplitRatios
+    from largefedbench.scrapers.refresh import RefreshPlan, parse_sources, refresh, window_for
 
     plan = RefreshPlan(
         window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),

@@ -8,11 +8,11 @@ import pytest
 from biorxiv_replay import BiorxivApp, corpus
 from replay_server import ReplayServer
 
-from largefedbench.data.refresh import RefreshPlan, refresh, window_for
 from largefedbench.data.spans import SpanSettings
 from largefedbench.harness import EvalRequest, run_eval
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
+from largefedbench.scrapers.refresh import RefreshPlan, refresh, window_for
 
 
 @pytest.fixture(scope="module")

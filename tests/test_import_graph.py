@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
-import re
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -74,9 +74,6 @@ ROOM_FOLDERS = {"methods": REPO / "methods", "scrapers": REPO / "scrapers"}
 #: Arrows that run up today, each with why; docs/architecture.md lists the same. Issue 27 removes them: a fixed
 #: arrow must leave this list (the test says so), a new one fails.
 KNOWN_UP = {
-    ("data", "models"): "data/demo_writer.py and data/generic_writer.py write text with the profile's LLM",
-    ("data", "synthetic"): "the writers generate through synthetic.generation",
-    ("data", "scrapers"): "data/refresh.py drives the scrapers",
     ("run", "harness"): "run/entry.py reads harness.Prepared",
     ("run", "leaderboard"): "run/entry.py builds the entry with leaderboard.schema",
 }

@@ -1,5 +1,5 @@
 """The prose demo, ``demo-prose``: the demo's records (same ids, dates, metadata, topics, splits) with natural text
-that a real LLM wrote (:mod:`largefedbench.data.demo_writer`), shipped with the package as ``demo_prose.jsonl.gz``.
+that a real LLM wrote (:mod:`largefedbench.writers.demo_prose`), shipped with the package as ``demo_prose.jsonl.gz``.
 
 The templated ``demo`` is a closed world that no real LLM writes (docs/profiles.md, issue 11): on it the ``cpu`` profile's
 methods cannot beat the public model whatever they do. ``demo-prose`` keeps the demo's topic drift (topics that
@@ -29,7 +29,7 @@ def read_prose(path: Path = PROSE_FILE) -> dict[str, str]:
     path = Path(path)
     if not path.is_file():
         raise SnapshotError(f"the demo's prose texts are missing: {path}. Reinstall largefedbench, or write them with "
-                            f"`python -m largefedbench.data.demo_writer --out texts.jsonl --pack {path}` (it resumes)")
+                            f"`python -m largefedbench.writers.demo_prose --out texts.jsonl --pack {path}` (it resumes)")
     return {row["id"]: row["text"] for row in read_jsonl(path)}
 
 

@@ -4,7 +4,7 @@ The POPri reference code takes its public prompt set Omega and its epsilon = 0 m
 C4 subset; DistilGPT2 fine-tuned on C4), so the gap between the public model and the private one is the domain
 plus its new topics. Offline there is no C4; this corpus plays its part. The profile's LLM wrote each text once
 from a (genre, topic) instruction over everyday subjects — the paper's own recipe for PubMed's Omega, which
-LLaMA-3-8B-Instruct wrote — with :mod:`largefedbench.data.generic_writer` (resumable), and the texts ship with
+LLaMA-3-8B-Instruct wrote — with :mod:`largefedbench.writers.generic_corpus` (resumable), and the texts ship with
 the package (``generic_corpus.jsonl.gz``), so using them runs no LLM.
 
 The subjects avoid what a federated window of the demo or of a real 2024-26 refresh is about (no parliaments, no
@@ -96,7 +96,7 @@ def read_generic(path: Path = GENERIC_FILE) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise SnapshotError(f"the generic public corpus is missing: {path}. Reinstall largefedbench, or write it with "
-                            f"`python -m largefedbench.data.generic_writer --out generic.jsonl --pack {path}` (it resumes)")
+                            f"`python -m largefedbench.writers.generic_corpus --out generic.jsonl --pack {path}` (it resumes)")
     return [row["text"] for row in read_jsonl(path)]
 
 

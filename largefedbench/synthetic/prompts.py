@@ -80,10 +80,12 @@ PRE_TEXT_PROMPT_TEMPLATE = prompt_template(3, literal_newline=False)
 
 def chat_prompt(tokenizer, message: str) -> str:
     """``message`` as the user's turn in the tokenizer's chat template, ready for the assistant's answer."""
-    if not getattr(tokenizer, "chat_template", None):
+    try:
+        return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False,
+                                             add_generation_prompt=True)
+    except (ValueError, AttributeError) as err:  # transformers: ValueError when the tokenizer has no chat template
         raise InputError("prompt_format='instruction' needs an instruction-tuned generator whose tokenizer has a chat "
-                         "template, and this one has none; use prompt_format='continuation' (or 'few-shot')")
-    return tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True)
+                         "template, and this one has none; use prompt_format='continuation' (or 'few-shot')") from err
 
 
 def clean_example(text: str) -> str:

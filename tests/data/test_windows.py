@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from largefedbench.data.refresh import window_for
 from largefedbench.data.splits import SplitRatios, assign_split
 from largefedbench.data.windows import Window, get_cutoff, list_cutoffs, month_ranges, parse_date
 from largefedbench.errors import InputError
+from largefedbench.scrapers.refresh import window_for
 
 D = dt.date
 

@@ -432,8 +432,8 @@ def test_killed_refresh_resumes_from_the_stored_responses(serve):
 
 
 def test_refresh_builds_the_congress_snapshot_from_the_replay(serve, lfb_home):
-    from largefedbench.data.refresh import RefreshPlan, refresh
     from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
+    from largefedbench.scrapers.refresh import RefreshPlan, refresh
 
     srv = serve(SittingsApp(real_files()))
     plan = RefreshPlan(DEC_2015, ["ca"], span=SpanSettings(OFFLINE_SPAN_TOKENIZER), base_urls={"ca": srv.url})

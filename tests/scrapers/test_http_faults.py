@@ -125,8 +125,8 @@ def test_limits_come_from_the_environment_and_bad_values_are_refused(monkeypatch
 
 # --- 7. a record whose text cannot be stored ------------------------------------------------------------
 def test_a_lone_surrogate_rejects_that_record_and_keeps_the_rest_of_the_page(lfb_home):
-    from largefedbench.data.refresh import RefreshPlan, refresh
     from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
+    from largefedbench.scrapers.refresh import RefreshPlan, refresh
 
     records = corpus(1)
     bad = next(r for r in records if r["license"] == "cc_by")

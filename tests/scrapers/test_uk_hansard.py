@@ -20,7 +20,6 @@ import re
 from collections import Counter
 
 import pytest
-
 from conftest import fixture_path
 from replay_server import ReplayServer, Reply, refused_url
 
@@ -433,8 +432,8 @@ def test_a_killed_refresh_resumes_from_the_stored_responses():
 # --- into a snapshot -----------------------------------------------------------------------------
 def test_refresh_builds_a_congress_snapshot_with_these_counts(lfb_home):
     """``lfb refresh --sources uk`` (the library call behind it) against the replay: the manifest agrees."""
-    from largefedbench.data.refresh import RefreshPlan, refresh
     from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
+    from largefedbench.scrapers.refresh import RefreshPlan, refresh
 
     with ReplayServer(TwfyApp(site())) as srv:
         span = SpanSettings(tokenizer=OFFLINE_SPAN_TOKENIZER)

@@ -32,8 +32,7 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import fixture_path
-from replay_server import ReplayServer
-from replay_server import Reply, refused_url
+from replay_server import ReplayServer, Reply, refused_url
 
 from largefedbench.data.windows import Window
 from largefedbench.errors import SourceError
@@ -488,8 +487,8 @@ def test_a_recent_month_is_listed_again_on_every_run():
 
 
 def test_refresh_builds_the_congress_snapshot_with_the_us_counts(lfb_home):
-    from largefedbench.data.refresh import RefreshPlan, refresh
     from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
+    from largefedbench.scrapers.refresh import RefreshPlan, refresh
 
     with ReplayServer(recorded_app()) as srv:
         plan = RefreshPlan(window=WINDOW, sources=["us"], base_urls={"us": srv.url},

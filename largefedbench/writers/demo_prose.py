@@ -10,7 +10,7 @@ topics never appear in the public split.
 The texts are written once, appended to a JSONL file batch by batch (a killed run resumes at the first unfinished
 batch, with the same random stream), and shipped with the package; building the demo never runs an LLM.
 
-    python -m largefedbench.data.demo_writer --out demo-prose.jsonl [--limit N] [--home DIR] [--pack FILE.jsonl.gz]
+    python -m largefedbench.writers.demo_prose --out demo-prose.jsonl [--limit N] [--home DIR] [--pack FILE.jsonl.gz]
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from largefedbench.models.gguf import prepare_gguf_model
     from largefedbench.models.profiles import SMOLLM2_135M
 
-    parser = argparse.ArgumentParser(prog="python -m largefedbench.data.demo_writer", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m largefedbench.writers.demo_prose", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the JSONL file to write (appended to; resumes)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N records (a trial)")
     parser.add_argument("--home", type=Path, default=None, help="LargeFedBench home of the converted model cache")

@@ -9,7 +9,7 @@ import pytest
 
 import largefedbench.synthetic.generation as generation
 from largefedbench.data.demo import demo_records
-from largefedbench.data.demo_writer import opening_sentence, read_done, write_texts, writer_prompt, written_text
+from largefedbench.writers.demo_prose import opening_sentence, read_done, write_texts, writer_prompt, written_text
 
 
 def fake_generate(calls):
@@ -65,8 +65,8 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(tmp_path, monk
 
 def test_pack_is_byte_reproducible_in_record_order_and_refuses_gaps(tmp_path, monkeypatch):
     from largefedbench.data.demo_prose import read_prose
-    from largefedbench.data.demo_writer import pack
     from largefedbench.errors import InputError
+    from largefedbench.writers.demo_prose import pack
 
     records = demo_records(6)
     monkeypatch.setattr(generation, "generate_flat", fake_generate([]))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import largefedbench.synthetic.generation as generation
-from largefedbench.data.demo_writer import read_done
 from largefedbench.data.generic_corpus import instruction
-from largefedbench.data.generic_writer import clean_answer, pack, write_corpus
+from largefedbench.writers.demo_prose import read_done
+from largefedbench.writers.generic_corpus import clean_answer, pack, write_corpus
 
 
 class ChatTokenizer:

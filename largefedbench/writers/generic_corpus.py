@@ -5,7 +5,7 @@ sampled at temperature 0.8, top-p 0.95; the answer is cut after its last full se
 Rows are appended batch by batch (a killed run resumes at the first unfinished batch, with the same random
 stream), then packed into the byte-reproducible ``generic_corpus.jsonl.gz`` that ships with the package.
 
-    python -m largefedbench.data.generic_writer --out generic.jsonl [--limit N] [--device cuda] [--batch-size 256]
+    python -m largefedbench.writers.generic_corpus --out generic.jsonl [--limit N] [--device cuda] [--batch-size 256]
         [--pack largefedbench/data/generic_corpus.jsonl.gz]
 """
 
@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from largefedbench.data.demo_writer import MIN_WORDS, write_batches
 from largefedbench.data.generic_corpus import generic_items, instruction
 from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_bytes
 from largefedbench.synthetic.prompts import chat_prompt
+from largefedbench.writers.demo_prose import MIN_WORDS, write_batches
 
 WRITER_VERSION = "1"
 BATCH = 64
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from largefedbench.models.gguf import prepare_gguf_model
     from largefedbench.models.profiles import SMOLLM2_135M
 
-    parser = argparse.ArgumentParser(prog="python -m largefedbench.data.generic_writer", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m largefedbench.writers.generic_corpus", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the JSONL file to write (appended to; resumes)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N texts (a trial)")
     parser.add_argument("--home", type=Path, default=None, help="LargeFedBench home of the converted model cache")
