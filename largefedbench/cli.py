@@ -234,7 +234,7 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_eval(args) -> int:
-    from largefedbench.harness import EvalRequest, run_eval
+    from largefedbench.run.eval import EvalRequest, run_eval
 
     defaults = args.dataset is None and args.profile is None
     if defaults:
@@ -283,8 +283,8 @@ def cmd_bench_scale(args) -> int:
 
 # --- audit (issue 12: canary clients, an empirical epsilon lower bound beside the claimed one) ------------------
 def cmd_audit(args) -> int:
-    from largefedbench.audit.run import Audit
-    from largefedbench.harness import EvalRequest, run_eval
+    from largefedbench.run.audit import Audit
+    from largefedbench.run.eval import EvalRequest, run_eval
 
     audit = Audit(canaries=args.canaries, confidence=args.confidence, inclusion_seed=args.inclusion_seed,
                   progress=not args.quiet)
@@ -353,12 +353,12 @@ def cmd_leaderboard_reproduce(args) -> int:
     import time
 
     from largefedbench.errors import InputError
-    from largefedbench.leaderboard.reproduce import Tolerances, reproduce
+    from largefedbench.run.reproduce import Tolerances, reproduce
 
     tol = Tolerances(accuracy=args.accuracy_tolerance)
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb reproduce: {msg}", file=sys.stderr))
     if args.sample is not None:
-        from largefedbench.leaderboard.sample import reproduce_sample
+        from largefedbench.run.sample import reproduce_sample
 
         board = args.entry or Path("leaderboard")
         if board.is_file():
@@ -378,7 +378,7 @@ def cmd_leaderboard_reproduce(args) -> int:
     start = time.perf_counter()
     result = reproduce(args.entry, home=args.home, tolerances=tol, out=args.out, progress=not args.quiet, log=log)
     if args.record:
-        from largefedbench.leaderboard.sample import record_reproduction
+        from largefedbench.run.sample import record_reproduction
 
         log(f"record: {record_reproduction(result, args.entry, tolerances=tol, seconds=time.perf_counter() - start)}")
     if args.json:
@@ -389,7 +389,7 @@ def cmd_leaderboard_reproduce(args) -> int:
 
 
 def cmd_smoke(args) -> int:
-    from largefedbench.leaderboard.smoke import smoke
+    from largefedbench.run.smoke import smoke
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),

@@ -80,6 +80,11 @@ class Method:
     #: settings the Config no longer has, each with why it went: ``lfb leaderboard reproduce`` re-runs an older entry
     #: without them (with a note) instead of refusing it; only for settings whose removal leaves results unchanged.
     retired_settings: ClassVar[dict[str, str]] = {}
+    #: can ``lfb audit`` score canaries against the method's releases (its client functions are ``NnVotes`` or
+    #: ``PopriScores``)? Otherwise synthetic-text methods are audited from their final set.
+    audit_by_releases: ClassVar[bool] = False
+    #: the method's version for the entry; a plug-in's default is its package's version (the registry's lookup).
+    version: ClassVar[str | None] = None
 
     def train(self, fed, public: PublicResources, cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -195,7 +195,7 @@ def _version_of(cls: type) -> str:
     try:
         return version(cls.__module__.split(".")[0])
     except PackageNotFoundError:
-        return getattr(cls, "version", "unversioned")
+        return getattr(cls, "version", None) or "unversioned"
 
 
 def resolve_method(name: str) -> ResolvedMethod:

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from replay_server import ReplayServer, refused_url
 from biorxiv_replay import BiorxivApp, corpus, expected_clients
+from replay_server import ReplayServer, refused_url
 
 LFB = shutil.which("lfb", path=str(Path(sys.executable).parent)) or "lfb"
 
@@ -288,7 +288,7 @@ def test_a_full_disk_is_a_message_and_no_temporary_folder_is_left(lfb_home, monk
     import errno
 
     import largefedbench.data.snapshot as snap
-    import largefedbench.harness as harness
+    import largefedbench.run.eval as harness
     from largefedbench.cli import main
 
     def full(*a, **k):

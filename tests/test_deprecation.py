@@ -6,9 +6,9 @@ import pytest
 
 from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError
-from largefedbench.harness import EvalRequest
-from largefedbench.leaderboard.reproduce import reproduce
-from largefedbench.leaderboard.smoke import smoke
+from largefedbench.run.eval import EvalRequest
+from largefedbench.run.reproduce import reproduce
+from largefedbench.run.smoke import smoke
 
 
 def test_the_old_name_is_taken_with_a_warning_and_a_conflict_is_refused(tmp_path):

@@ -9,9 +9,9 @@ from biorxiv_replay import BiorxivApp, corpus
 from replay_server import ReplayServer
 
 from largefedbench.data.spans import SpanSettings
-from largefedbench.harness import EvalRequest, run_eval
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
+from largefedbench.run.eval import EvalRequest, run_eval
 from largefedbench.scrapers.refresh import RefreshPlan, refresh, window_for
 
 

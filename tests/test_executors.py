@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_federation_private_sum import D, big_vector, small_split  # tests/ is on sys.path (rootdir conftest)
 
 from largefedbench.errors import InputError
 from largefedbench.executors import LocalExecutor, RayExecutor, make_executor
 from largefedbench.federation import Federation
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise
 from largefedbench.synthetic.scoring import PopriScores
-from test_federation_private_sum import D, big_vector, small_split  # tests/ is on sys.path (rootdir conftest)
 
 
 def test_make_executor_checks_its_input():
@@ -157,8 +157,8 @@ def _generator_update(bundle):
 
 def _selector_update(bundle):
     """FedBis / FedBiscuit: three selectors, each client training its own group's with local AdamW."""
-    from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
     from largefedbench.fedtrain import FlatParams
+    from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
     from largefedbench.synthetic.dp_finetune import lora_generator
 
     rng = np.random.default_rng(3)
@@ -207,7 +207,7 @@ def test_a_watched_federation_runs_client_functions_on_both_executors(ray_execut
     """`lfb smoke`'s guard refuses method code that reads the federation's store, never the library's own reads:
     a client function reading its clients' spans, metadata and embeddings runs on both executors unflagged."""
     from largefedbench.errors import MethodError
-    from largefedbench.leaderboard.guards import watch_federation, watched_private
+    from largefedbench.run.guards import watch_federation, watched_private
 
     clients, emb = small_split(25, seed=8)
 

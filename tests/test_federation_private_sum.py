@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from largefedbench.data.federated import ClientSplit
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.federation import Federation, SpanEmbeddings
-from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy import GaussianEvent, PoissonGaussianEvent, TreeAggregationEvent
+from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise, TreeAggregation, TreePrefixSum
 from largefedbench.synthetic.scoring import PopriScores
 
@@ -219,7 +219,7 @@ def test_popri_shortcut_equals_the_general_streamed_path(normalization, clip):
 def test_private_sum_reads_client_data_under_the_smoke_guard(split):
     """`lfb smoke` watches the private split: the federation and its client views may read it, method code may not."""
     from largefedbench.errors import MethodError
-    from largefedbench.leaderboard.guards import watched_private
+    from largefedbench.run.guards import watched_private
 
     clients, emb = split
     violations: list[str] = []

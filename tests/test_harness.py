@@ -26,9 +26,9 @@ from largefedbench.errors import (
     PrivacyError,
     SnapshotError,
 )
-from largefedbench.harness import EvalRequest, prepare, run_eval
 from largefedbench.leaderboard.schema import Entry, parse_entry
 from largefedbench.privacy import PrivacyLedger
+from largefedbench.run.eval import EvalRequest, prepare, run_eval
 
 LFB = shutil.which("lfb", path=str(Path(sys.executable).parent)) or "lfb"
 TEXT = "The committee heard evidence on river pollution and the cost of cleaning it up for every town. " * 6
@@ -116,8 +116,8 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
     import dataclasses
     from types import SimpleNamespace
 
-    from largefedbench import harness
     from largefedbench.models import profiles
+    from largefedbench.run import eval as harness
 
     tiny = profiles.PROFILES["tiny"]
     before = prepare(EvalRequest(method="public", out=lfb_home / "b"))
@@ -148,14 +148,14 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
 def test_a_long_snapshot_name_shortens_the_entry_id_but_never_its_config_digest():
     from types import SimpleNamespace
 
-    from largefedbench.harness import _entry_id
     from largefedbench.privacy import PrivacyBudget
+    from largefedbench.run.eval import _entry_id
 
     fd = SimpleNamespace(manifest={"name": "biorxiv-" + "x" * 150})
     ids = [_entry_id("popri", fd, "cpu", PrivacyBudget(4.0, 1e-6), {"rounds": r}) for r in (2, 3)]
     assert all(len(i) == 128 and i.startswith("popri--biorxiv-x") for i in ids)
     assert ids[0][-10:] != ids[1][-10:] and ids[0][:-12] == ids[1][:-12]  # only the digest tells them apart
-    from largefedbench.audit.run import Audit
+    from largefedbench.run.audit import Audit
 
     audited = [Audit(canaries=100, inclusion_seed=0)._audit_id(i) for i in ids]
     assert all(len(a) == 128 and f"--{i[-10:]}--audit-" in a for a, i in zip(audited, ids))
@@ -213,8 +213,7 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
 def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
     from largefedbench.methods.dp_ftrl import DPFTRL
     from largefedbench.methods.popri import POPri
-
-    from largefedbench.harness import preset_config
+    from largefedbench.run.eval import preset_config
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
     assert preset_config(POPri, "paper") == POPri.Config()

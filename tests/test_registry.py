@@ -12,8 +12,8 @@ import pytest
 from largefedbench import registry
 from largefedbench.contract import Method
 from largefedbench.errors import MethodError
-from largefedbench.harness import EvalRequest, prepare
 from largefedbench.registry import BUILTIN_METHODS, ENTRY_POINT_GROUP, get_method, list_methods, method_names
+from largefedbench.run.eval import EvalRequest, prepare
 
 PLUGINS = "lfb_test_dummy_methods"
 

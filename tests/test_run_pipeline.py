@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from largefedbench.errors import InputError
-from largefedbench.harness import EvalRequest, _run_seed
 from largefedbench.leaderboard.schema import parse_entry
+from largefedbench.run.eval import EvalRequest, _run_seed
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 #: a seed's result.json exactly as lfb 0.x wrote it before SeedResult existed (a resumed run must still read it)

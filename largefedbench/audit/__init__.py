@@ -12,5 +12,5 @@ the scores into
 Canary design and membership scores (:mod:`.canaries`): model-update canaries return a fixed random unit direction
 scaled to the clip norm, scored by the cosine between that direction and the released model's delta from the public
 model; text canaries own three random, well-formed secret sentences, scored by the largest embedding cosine between
-them and the released synthetic set. The harness hooks are in :mod:`.run`.
+them and the released synthetic set. The hooks into a run are in :mod:`largefedbench.run.audit`.
 """

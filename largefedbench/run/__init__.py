@@ -1,4 +1,5 @@
-"""The pieces of the run pipeline that :func:`largefedbench.harness.run_eval` strings together: a request is
-resolved (method class, source and version: :func:`largefedbench.registry.resolve_method`), each seed's run gives
-a :class:`~.seed_result.SeedResult`, and :func:`~.entry.build_entry` makes the leaderboard :class:`Entry` from them.
+"""The pipeline that runs methods: ``lfb eval`` (:mod:`.eval`: the request checked before any work, each seed's run
+and accounting, the references, the command string), a seed's result (:mod:`.seed_result`), the entry built from
+them (:mod:`.entry`), and the commands that run methods the same way — ``lfb audit`` (:mod:`.audit`), ``lfb smoke``
+(:mod:`.smoke`, with the guards of :mod:`.guards`), ``lfb leaderboard reproduce`` (:mod:`.reproduce`, :mod:`.sample`).
 """

@@ -18,8 +18,8 @@ from largefedbench.leaderboard.schema import (
     CostsSection,
     DatasetSection,
     DiagnosticSection,
-    EnvironmentSection,
     Entry,
+    EnvironmentSection,
     MethodSection,
     MetricsSection,
     PrivacySection,
@@ -34,7 +34,7 @@ from largefedbench.leaderboard.schema import (
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 if TYPE_CHECKING:
-    from largefedbench.harness import Prepared
+    from largefedbench.run.eval import Prepared
 
 __all__ = ["NOISE_FREE_NOTE", "build_entry", "portable_profile"]
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from largefedbench.fedtrain import FlatParams
-from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 
 import largefedbench.federation as federation_module
 import largefedbench.privacy.mechanisms as mechanisms
 from largefedbench.audit.canaries import CanaryPlan, update_scores, with_canaries
-from largefedbench.audit.run import audit_seed
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
+from largefedbench.fedtrain import FlatParams
+from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 from largefedbench.privacy import PrivacyBudget
+from largefedbench.run.audit import audit_seed
 
 pytestmark = pytest.mark.slow
 EPSILON, DELTA, CANARIES, N_REAL = 1.0, 1e-6, 100, 40

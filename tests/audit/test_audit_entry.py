@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from largefedbench.audit.canaries import CanaryPlan
-from largefedbench.audit.run import Audit
 from largefedbench.leaderboard.render import render_board
 from largefedbench.leaderboard.validate import validate_paths
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger
+from largefedbench.run.audit import Audit
 
 BOARD = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo" / "dp-fedavg"
 

@@ -10,14 +10,14 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from largefedbench.methods.pe import PEConfig, PrivateEvolution
 
 import largefedbench.privacy.mechanisms as mechanisms
 from largefedbench.audit.canaries import CanaryPlan
-from largefedbench.audit.run import Audit, audit_seed
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
+from largefedbench.methods.pe import PEConfig, PrivateEvolution
 from largefedbench.privacy import PrivacyBudget
+from largefedbench.run.audit import Audit, audit_seed
 
 pytestmark = pytest.mark.slow
 EPSILON, DELTA, CANARIES, N_REAL = 1.0, 1e-6, 100, 20

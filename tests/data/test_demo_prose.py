@@ -10,7 +10,7 @@ import pytest
 from largefedbench.data.demo import N_CLIENTS, demo_records
 from largefedbench.data.demo_prose import PROSE_FILE, build_prose_demo, prose_records, read_prose
 from largefedbench.errors import SnapshotError
-from largefedbench.harness import default_dataset
+from largefedbench.run.eval import default_dataset
 
 
 def fake_prose(path, records):

@@ -63,7 +63,7 @@ def test_content_hash_is_verified_once_then_only_stat(lfb_home, monkeypatch):
 
 
 def test_eval_refuses_an_edited_snapshot(lfb_home):
-    from largefedbench.harness import EvalRequest, prepare
+    from largefedbench.run.eval import EvalRequest, prepare
 
     path = build()
     patch_one_byte(path / ARROW)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from largefedbench.harness import EvalRequest, run_eval
+from largefedbench.run.eval import EvalRequest, run_eval
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "example_method_pkg"

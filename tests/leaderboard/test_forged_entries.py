@@ -231,8 +231,8 @@ def test_the_demo_snapshot_builds_to_its_known_hash(shared_root):
 def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     from types import SimpleNamespace
 
-    from largefedbench.harness import _command_for
     from largefedbench.run.entry import portable_profile
+    from largefedbench.run.eval import _command_for
 
     home = tmp_path / "home"
     info = {"profile": "tiny", "cache": {"dir": str(home / "models" / "tiny" / "abc"), "hit": True}}

@@ -14,13 +14,14 @@ from test_federation_private_sum import (  # tests/ is on sys.path (rootdir conf
 )
 
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation, clip_rows
-from largefedbench.harness import EvalRequest, prepare, run_eval
+from largefedbench.federation import Federation
 from largefedbench.leaderboard.board import build_board
 from largefedbench.leaderboard.files import EntryFile, board_of
 from largefedbench.leaderboard.markdown import render_markdown
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
+from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy.mechanisms import Gaussian, TreeAggregation, TreePrefixSum
+from largefedbench.run.eval import EvalRequest, prepare, run_eval
 
 from .conftest import EXAMPLE, _on_path
 from .entry_variants import save

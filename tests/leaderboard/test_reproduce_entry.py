@@ -10,10 +10,10 @@ import pytest
 from largefedbench.cli import main
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.render import render_board
-from largefedbench.leaderboard.reproduce import Tolerances, reproduce
 from largefedbench.leaderboard.reproduced import record_path
-from largefedbench.leaderboard.sample import record_reproduction
 from largefedbench.leaderboard.validate import format_reports, validate_paths
+from largefedbench.run.reproduce import Tolerances, reproduce
+from largefedbench.run.sample import record_reproduction
 
 from .entry_variants import save, shift_accuracy
 

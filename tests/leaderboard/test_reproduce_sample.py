@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from largefedbench.cli import main
-from largefedbench.leaderboard import sample
 from largefedbench.leaderboard.render import render_board
-from largefedbench.leaderboard.reproduce import Comparison, ReproduceResult, Tolerances
 from largefedbench.leaderboard.reproduced import record_path
-from largefedbench.leaderboard.sample import draw, reproduce_sample
 from largefedbench.leaderboard.validate import format_reports, validate_paths
+from largefedbench.run import sample
+from largefedbench.run.reproduce import Comparison, ReproduceResult, Tolerances
+from largefedbench.run.sample import draw, reproduce_sample
 
 from .entry_variants import relabel, save, with_seeds
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from largefedbench.cli import main
-from largefedbench.leaderboard.smoke import smoke
+from largefedbench.run.smoke import smoke
 
 LFB = shutil.which("lfb", path=str(Path(sys.executable).parent)) or "lfb"
 BROKEN = Path(__file__).parent / "broken_methods.py"

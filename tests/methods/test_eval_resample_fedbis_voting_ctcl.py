@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from largefedbench.harness import DEFAULT_DELTA, DEFAULT_EPSILON, EvalRequest, run_eval
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
+from largefedbench.run.eval import DEFAULT_DELTA, DEFAULT_EPSILON, EvalRequest, run_eval
 
 pytestmark = pytest.mark.slow
 

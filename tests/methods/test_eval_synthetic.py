@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from largefedbench.harness import EvalRequest, run_eval
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
+from largefedbench.run.eval import EvalRequest, run_eval
 
 pytestmark = pytest.mark.slow
 

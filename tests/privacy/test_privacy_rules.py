@@ -78,8 +78,8 @@ def test_calibration_uses_the_rules():
 
 
 def test_harness_and_board_share_the_slack():
-    from largefedbench.harness import _budget_for
     from largefedbench.leaderboard import check_privacy
+    from largefedbench.run.eval import _budget_for
 
     assert check_privacy.BUDGET_SLACK is BUDGET_SLACK
 

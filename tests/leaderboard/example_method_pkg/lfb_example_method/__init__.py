@@ -11,10 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from largefedbench.contract import Artifact, Method
-from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop
+from largefedbench.api import Artifact, Gaussian, Method, PoissonGaussianEvent, RoundsLoop
 
 
 def words(text: str) -> list[str]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from largefedbench.leaderboard.check_privacy import BUDGET_SLACK
-from largefedbench.leaderboard.guards import WatchedSnapshot, watch_federation, watched_private
 from largefedbench.leaderboard.schema import is_safe_id
+from largefedbench.run.guards import WatchedSnapshot, watch_federation, watched_private
 
 #: two runs with one seed agree if model weights differ by at most this (texts, ledgers, costs: exactly)
 WEIGHT_ATOL = 1e-6
@@ -214,8 +214,8 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
 
     home = renamed_path("smoke", "home", home, "root", root)
     from largefedbench.errors import LfbError
-    from largefedbench.harness import EvalRequest, _Evaluator, prepare
     from largefedbench.models import load_models
+    from largefedbench.run.eval import EvalRequest, _Evaluator, prepare
 
     log = log or (lambda msg: None)
     report = SmokeReport(method)

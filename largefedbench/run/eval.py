@@ -360,7 +360,7 @@ class _Evaluator:
 
 def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
     """Run the method for one seed and evaluate it; the result is stored so a re-run skips the seed.
-    ``audit`` (``largefedbench.audit.run.Audit``) adds canary clients to the federation and scores them."""
+    ``audit`` (``largefedbench.run.audit.Audit``) adds canary clients to the federation and scores them."""
     seed_dir = prep.run_dir / f"seed-{seed}"
     done = seed_dir / "result.json"
     if done.exists():
@@ -448,7 +448,7 @@ def _command_for(prep: Prepared) -> str:
 # -- the whole run ----------------------------------------------------------------------------------------------
 def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, audit: Any = None) -> EvalResult:
     """Run ``request`` (see :class:`EvalRequest`) and write its entry; returns the entry and where it is.
-    With ``audit`` (``largefedbench.audit.run.Audit``) the run carries canary clients and the entry an audit section."""
+    With ``audit`` (``largefedbench.run.audit.Audit``) the run carries canary clients and the entry an audit section."""
     log = log or (lambda msg: print(f"lfb eval: {msg}", file=sys.stderr))
     prep = prepare(request) if audit is None else audit.prepare(prepare(request))
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """`lfb audit`: the ordinary harness run with canary clients in its train split, scored from what it released.
 
-:class:`Audit` plugs into :func:`largefedbench.harness.run_eval`: it gives each seed's federation the train split
+:class:`Audit` plugs into :func:`largefedbench.run.eval.run_eval`: it gives each seed's federation the train split
 plus the included canaries (:mod:`largefedbench.audit.canaries`), scores every canary from the method's artifact,
 and writes the entry's ``audit`` section: per seed the one-run ε lower bound (Steinke et al. 2023) at significance
 (1 − confidence) / seeds — so the largest over the seeds holds at the confidence asked — and, for model updates,
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from largefedbench.audit.canaries import CanaryPlan, canary_split, text_scores, update_scores, with_canaries
+from largefedbench.audit.estimators import one_run_lower_bound, one_shot_estimate
 from largefedbench.audit.releases import SCORE as RELEASE_SCORE
 from largefedbench.audit.releases import ReleaseScores
-from largefedbench.audit.estimators import one_run_lower_bound, one_shot_estimate
 from largefedbench.errors import InputError, MethodError
 
 __all__ = ["Audit", "ESTIMATOR", "SCORES", "audit_seed"]
@@ -87,7 +87,7 @@ class Audit:
             raise InputError(f"method {prep.method_cls.name!r} is a reference (ε = {prep.budget.epsilon:g}); audit a "
                              "private method")
         kind = canary_kind(prep.method_cls)
-        votes = kind == "text" and getattr(prep.method_cls, "audit_by_releases", False)
+        votes = kind == "text" and prep.method_cls.audit_by_releases
         if votes:  # the canaries' texts come from the run's public corpus, as the method's own prompts do
             from largefedbench.data.public_corpus import load_public_corpus
 
@@ -109,14 +109,14 @@ class Audit:
 
     def _audit_id(self, plain_id: str) -> str:
         """``<plain id>--audit-<digest of the canary settings>``, shortened in its name part, never a digest."""
-        from largefedbench.harness import bounded_id
+        from largefedbench.run.eval import bounded_id
 
         key = json.dumps([plain_id, self.canaries, self.inclusion_seed], sort_keys=True)
         name, _, plain_digest = plain_id.rpartition("--")
         return bounded_id(name, plain_digest, f"audit-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
 
     def _command(self, prep) -> str:
-        from largefedbench.harness import _command_for
+        from largefedbench.run.eval import _command_for
 
         parts = shlex.split(_command_for(prep))
         parts[1] = "audit"

@@ -21,9 +21,9 @@ from largefedbench.errors import InputError, LfbError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.files import ENTRIES
 from largefedbench.leaderboard.findings import EntryReport
-from largefedbench.leaderboard.reproduce import Tolerances, reproduce
 from largefedbench.leaderboard.reproduced import build_record, record_path
 from largefedbench.leaderboard.validate import validate_paths
+from largefedbench.run.reproduce import Tolerances, reproduce
 
 
 @dataclass

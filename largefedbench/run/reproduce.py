@@ -88,8 +88,8 @@ def _as_override(value: Any) -> str:
 
 
 def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str]):
-    from largefedbench.harness import EvalRequest
     from largefedbench.registry import get_method
+    from largefedbench.run.eval import EvalRequest
 
     cls = get_method(entry.method.name)
     fixed = getattr(cls, "fixed_epsilon", None) is not None
@@ -105,8 +105,8 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
 def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: list[str]):
     """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
     from largefedbench.config_overrides import config_to_dict
-    from largefedbench.harness import prepare
     from largefedbench.registry import get_method
+    from largefedbench.run.eval import prepare
 
     retired = getattr(get_method(entry.method.name), "retired_settings", {})
     gone = sorted(k for k in entry.config.method if k in retired)
@@ -174,7 +174,7 @@ def _audit(entry: Entry, progress: bool):
     """The audit an audit entry was made with (its canaries change the federation, hence σ and ε), else None."""
     if entry.audit is None:
         return None
-    from largefedbench.audit.run import Audit
+    from largefedbench.run.audit import Audit
 
     a = entry.audit
     return Audit(canaries=a.canaries, confidence=a.confidence, inclusion_seed=a.inclusion_seed, progress=progress)
@@ -185,7 +185,7 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
               log: Callable[[str], None] | None = None, root: Path | None = None) -> ReproduceResult:
     """Re-run the entry at ``path`` (snapshots and caches from the LargeFedBench ``home``, default ``$LFB_HOME``)
     and compare; raises :class:`InputError` if the entry is not valid. ``root`` is the deprecated name of ``home``."""
-    from largefedbench.harness import run_eval
+    from largefedbench.run.eval import run_eval
 
     home = renamed_path("reproduce", "home", home, "root", root)
     path = Path(path)
