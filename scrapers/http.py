@@ -60,9 +60,10 @@ def default_rate_limit() -> float:
     try:
         rate = float(value)
     except ValueError:
-        raise SourceError(f"LFB_RATE_LIMIT={value!r} is not a number; set it to requests per second, e.g. 1") from None
-    if rate <= 0:
-        raise SourceError(f"LFB_RATE_LIMIT={value!r} must be > 0 (requests per second)")
+        rate = math.nan
+    if not (math.isfinite(rate) and rate > 0):  # nan and inf parse as floats but are no rate
+        raise InputError(f"LFB_RATE_LIMIT={value!r}: give requests per second as a finite number > 0, e.g. 1 "
+                         "(or unset it for the default of 1)")
     return rate
 
 

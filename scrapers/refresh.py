@@ -131,6 +131,10 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
     check_base_urls(plan.base_urls)
     if plan.rate_limit is not None and not (math.isfinite(plan.rate_limit) and plan.rate_limit > 0):
         raise InputError(f"--rate-limit {plan.rate_limit}: give requests per second as a finite number > 0, e.g. 1")
+    if plan.rate_limit is None:
+        from largefedbench.scrapers.http import default_rate_limit
+
+        default_rate_limit()  # a bad $LFB_RATE_LIMIT stops here, before any download
     if plan.name is not None:
         check_snapshot_name(plan.name)
     check_writable_dir(root or lfb_home(), f"--home {root}" if root else f"LFB_HOME={lfb_home()}")

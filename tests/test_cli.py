@@ -178,6 +178,15 @@ def test_bad_input_gets_a_clear_error(args, message):
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "fast"])
+def test_a_bad_rate_limit_in_the_environment_is_refused_like_the_flag(value):
+    dead = refused_url()  # refused before any request
+    env = {f"LFB_{s}_URL": dead for s in ("BIORXIV", "GOVINFO", "TWFY", "OURCOMMONS")} | {"LFB_RATE_LIMIT": value}
+    out = lfb("refresh", "--since", "2024-09", "--sources", "biorxiv", env=env)
+    assert out.returncode == 2 and f"LFB_RATE_LIMIT={value!r}" in out.stderr and "finite number > 0" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize(
     "args, sigma",
     [
