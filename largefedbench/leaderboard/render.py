@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_text
 from largefedbench.leaderboard.board import Board, Group, build_board
 from largefedbench.leaderboard.files import ENTRIES, inside
@@ -72,7 +73,10 @@ def render_board(out: Path = Path("leaderboard"), *, check: bool = False) -> Ren
     start = time.perf_counter()
     out = Path(out)
     entries = out / ENTRIES
-    reports = validate_paths([entries]) if entries.is_dir() else []
+    if not entries.is_dir():
+        raise InputError(f"{out} has no {ENTRIES}/ folder, so there is no board to render there; pass --out the board "
+                         f"folder (the one holding {ENTRIES}/, default ./leaderboard), or create {entries} for a new board")
+    reports = validate_paths([entries])
     board = build_board(reports)
     plots = {g.slug: _plot_paths(g) for g in board.groups}
     pages = {"README.md": render_markdown(board, plots), "index.html": render_html(board, plots)}

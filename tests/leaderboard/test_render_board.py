@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from largefedbench.cli import main
 from largefedbench.leaderboard.markdown import md_escape
 from largefedbench.leaderboard.render import render_board
@@ -132,6 +134,15 @@ def test_a_removed_group_takes_its_plots_with_it(board, tmp_path):
     result = render_board(copy)
     assert not list((copy / "plots").glob("*.png"))
     assert "No entries yet" in (copy / "README.md").read_text() and result.board.groups == []
+
+
+def test_a_folder_without_entries_is_not_a_board(tmp_path, capsys):
+    from largefedbench.errors import InputError
+
+    with pytest.raises(InputError, match="has no entries/ folder"):
+        render_board(tmp_path / "typo")
+    assert main(["leaderboard", "render", "--out", str(tmp_path / "typo")]) == 2
+    assert "pass --out the board folder" in capsys.readouterr().err and not (tmp_path / "typo").exists()
 
 
 def test_the_committed_board_is_rendered_from_the_committed_entries():
