@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb data demo                                   build the offline demo snapshot and show it
   lfb data list                                   the snapshots under $LFB_HOME
   lfb data info demo --json                       a snapshot's statistics
+  lfb data verify demo                            hash a snapshot in full against its manifest
   lfb refresh --sources biorxiv --since 2024-09   scrape bioRxiv from September 2024 to today
   lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08 --home /data/lfb
   lfb cutoffs                                     the LLM knowledge cutoffs a window can start after
@@ -86,9 +88,24 @@ def cmd_data_list(args) -> int:
 def cmd_data_info(args) -> int:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
+    from largefedbench.data.snapshot import verify_snapshot
 
-    info = snapshot_info(load_snapshot(args.snapshot, home=args.home))
+    fd = load_snapshot(args.snapshot, home=args.home)
+    verify_snapshot(fd, args.home)  # a manifest whose content hash does not match is refused, not printed
+    info = snapshot_info(fd)
     _print_json(info) if args.json else print(format_info(info))
+    return 0
+
+
+def cmd_data_verify(args) -> int:
+    from largefedbench.data.federated import load_snapshot
+    from largefedbench.data.snapshot import verify_snapshot
+
+    start = time.perf_counter()
+    fd = load_snapshot(args.snapshot, home=args.home)
+    verify_snapshot(fd, args.home, full=True)
+    print(f"{fd.manifest.get('name')}: its data hashes to the manifest's content_sha256 "
+          f"{fd.manifest.get('content_sha256', '')[:16]}… (hashed in full, {time.perf_counter() - start:.1f} s)")
     return 0
 
 
@@ -539,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_refresh)
 
-    data = sub.add_parser("data", help="snapshots: the demo, list, info")
+    data = sub.add_parser("data", help="snapshots: the demo, list, info, verify")
     dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")
     p = dsub.add_parser("demo", help="build (deterministically, offline) and show the synthetic demo snapshot")
     _add_common(p)
@@ -553,6 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
     _add_common(p)
     p.set_defaults(func=cmd_data_info)
+    p = dsub.add_parser("verify", help="hash a snapshot's data in full against its manifest (loading only checks "
+                        "file sizes and times once it has hashed)")
+    p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
+    _add_common(p)
+    p.set_defaults(func=cmd_data_verify)
     data.set_defaults(func=lambda a: (data.print_help(), 2)[1])
 
     privacy = sub.add_parser("privacy", help="calibrate noise (sigma) for a budget, or the epsilon of a noise level")

@@ -276,6 +276,23 @@ def test_eval_refuses_a_snapshot_whose_data_no_longer_matches_its_hash(demo, lfb
     assert not (lfb_home / "models").exists()
 
 
+def test_data_info_refuses_and_data_verify_rehashes_an_edited_snapshot(demo, lfb_home, capsys):
+    assert _run(capsys, "data", "info", "demo")[0] == 0  # hashed once; later loads compare sizes and times
+    assert _run(capsys, "data", "verify", "demo")[0] == 0
+    arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
+    data, stat = arrow.read_bytes(), arrow.stat()
+    at = data.index(b" the ")
+    arrow.write_bytes(data[:at] + b" thE " + data[at + 5:])  # same size, still valid Arrow
+    os.utime(arrow, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same time: only a full hash can tell
+    assert _run(capsys, "data", "info", "demo")[0] == 0  # the remembered check holds, as documented
+    code, err = _run(capsys, "data", "verify", "demo")
+    assert code == 2 and "does not match its manifest" in err and "Traceback" not in err
+    manifest = demo / "manifest.json"  # a forged hash in the manifest is refused by info, not printed
+    manifest.write_text(manifest.read_text().replace(json.loads(manifest.read_text())["content_sha256"], "0" * 64))
+    code, err = _run(capsys, "data", "info", "demo")
+    assert code == 2 and "does not match its manifest" in err
+
+
 @pytest.mark.parametrize("damage", ["truncate", "empty", "state.json"])
 def test_a_damaged_snapshot_is_named_with_how_to_rebuild_it(demo, lfb_home, damage, capsys):
     arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"

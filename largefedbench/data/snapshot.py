@@ -378,12 +378,13 @@ def _file_stats(path: Path) -> dict[str, list[int]]:
     return {f.relative_to(path).as_posix(): [(st := f.stat()).st_size, st.st_mtime_ns] for f in files}
 
 
-def verify_snapshot(fd, root: Path | None = None) -> bool:
+def verify_snapshot(fd, root: Path | None = None, *, full: bool = False) -> bool:
     """Check that a loaded snapshot's data hashes to its manifest's ``content_sha256``.
 
     The hash is computed once; the sizes and modification times of its files are then remembered in
-    ``snapshots/.verified/`` so later loads only stat the files. Returns True when it hashed, False when the
-    remembered check still held. A mismatch raises :class:`SnapshotError` saying how to rebuild.
+    ``snapshots/.verified/`` so later loads only stat the files (``full=True`` hashes again whatever is
+    remembered: ``lfb data verify``). Returns True when it hashed, False when the remembered check still held.
+    A mismatch raises :class:`SnapshotError` saying how to rebuild.
     """
     path, manifest = Path(fd.path), fd.manifest
     claimed = manifest.get("content_sha256")
@@ -393,7 +394,7 @@ def verify_snapshot(fd, root: Path | None = None) -> bool:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = None
-    if isinstance(known, dict) and known.get("content_sha256") == claimed and known.get("files") == stats:
+    if not full and isinstance(known, dict) and known.get("content_sha256") == claimed and known.get("files") == stats:
         return False
     actual = content_hash({s: _rows(fd[s].table) for s in ALL_SPLITS})
     if actual != claimed:
