@@ -711,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in WRITE_ERRNOS:
             raise
         print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}')}", file=sys.stderr)
-        return 1
+        return 2  # like every refused run: the user changes where it writes, then runs it again
     except KeyboardInterrupt:
         print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)
         return 130

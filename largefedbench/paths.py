@@ -61,10 +61,11 @@ def check_writable_dir(path: Path, what: str) -> None:
 def write_error_message(exc: OSError, what: str) -> str:
     """A user-facing sentence for a write that failed with ``exc`` (disk full, read-only, permissions)."""
     where = f" ({exc.filename})" if exc.filename else ""
+    elsewhere = "--home DIR (the home: snapshots, caches) or --out DIR (the board)"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{what} failed: the disk is full{where}. Free some space (or point LFB_HOME/--out elsewhere) and run the same command again"
+        return f"{what} failed: the disk is full{where}. Free some space or pass {elsewhere} on another disk, and run the same command again"
     if exc.errno == errno.EROFS:
-        return f"{what} failed: the file system is read-only{where}. Point LFB_HOME/--out at a writable folder"
+        return f"{what} failed: the file system is read-only{where}. Pass {elsewhere} on a writable one"
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return f"{what} failed: permission denied{where}. Point LFB_HOME/--out at a folder you may write into"
-    return f"{what} failed: {exc.strerror or exc}{where}. Check LFB_HOME/--out"
+        return f"{what} failed: permission denied{where}. Pass {elsewhere} that you may write into"
+    return f"{what} failed: {exc.strerror or exc}{where}. Check the folders given as {elsewhere}"
