@@ -7,8 +7,9 @@
 - bounds on one response: an overall deadline (``LFB_RESPONSE_DEADLINE``, not only per-read timeouts), a size
   cap on the body (``LFB_MAX_RESPONSE_MB``, enforced while streaming) and a cap on one ``Retry-After`` wait
   (``LFB_MAX_RETRY_AFTER``: a server asking for longer stops the refresh at once, to be resumed later);
-- a body cut short mid-transfer is retried like a dropped connection; a body labelled gzip that does not
-  decode, a redirect loop and a body over the cap are reported, not retried;
+- a body cut short mid-transfer, or labelled gzip but not decoding (a flaky proxy may garble one response), is
+  retried like a dropped connection and reported after the last attempt; a redirect loop and a body over the cap
+  are reported, not retried;
 - every response stored raw on disk (:class:`RawCache`) *before* it is parsed; a response that fails to parse
   is quarantined and fetched again, and only then reported;
 - secrets (API keys) are sent as query parameters or headers but never appear in cache keys, logs or errors,
@@ -111,7 +112,7 @@ class HttpSettings:
 
 
 class _Transient(Exception):
-    """A fault worth another attempt: the body was cut short, or the response outlived its deadline."""
+    """A fault worth another attempt: the body was cut short or did not decode, or the response outlived its deadline."""
 
 
 class HttpClient:
@@ -350,7 +351,7 @@ class HttpClient:
                 pieces.append(piece)
         except (urllib3.exceptions.DecodeError, requests.exceptions.ContentDecodingError) as exc:
             encoding = response.headers.get("Content-Encoding", "?")
-            raise SourceError(
+            raise _Transient(
                 f"{shown}: the response is labelled Content-Encoding: {encoding} but its body does not decode "
                 f"({self.redact(str(exc))}). Something between us and {self.source} (a proxy, or a wrong base URL) "
                 f"is altering responses: check the {self.source} base URL ({self.url_env}) and the network."

@@ -54,14 +54,27 @@ def test_a_body_cut_short_every_time_gives_a_clear_error():
     assert PAGE0 in msg and "cut short" in msg and "after 3 attempts" in msg and "resume" in msg
 
 
-def test_a_body_labelled_gzip_that_is_not_gives_a_clear_error():
+def test_a_body_labelled_gzip_that_is_not_is_retried_then_reported():
     body = real_page()
     with ReplayServer(lambda p, q: Reply(200, body, {"Content-Encoding": "gzip"})) as srv:
         with pytest.raises(SourceError) as err:
-            scraper(srv.url).fetch(WINDOW, progress=False)
-        assert len(srv.requests) == 1  # the same bytes would come again: not retried
+            scraper(srv.url, max_attempts=3).fetch(WINDOW, progress=False)
+        assert len(srv.requests) == 3  # retried like a body cut short, then reported
     msg = str(err.value)
-    assert PAGE0 in msg and "gzip" in msg and "base URL" in msg
+    assert PAGE0 in msg and "gzip" in msg and "base URL" in msg and "after 3 attempts" in msg
+
+
+def test_one_garbled_gzip_response_is_fetched_again():
+    body, seen = real_page(), []
+
+    def reply(path, query):
+        seen.append(path)
+        garbled = len(seen) == 1  # the first response only: a proxy garbled it once
+        return Reply(200, body, {"Content-Encoding": "gzip"} if garbled else {})
+
+    with ReplayServer(reply) as srv:
+        scraper(srv.url, max_attempts=3).fetch(WINDOW, progress=False)
+    assert seen[0] == seen[1]  # the same page again, and the refresh went on
 
 
 def test_a_redirect_loop_gives_a_clear_error():
