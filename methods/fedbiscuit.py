@@ -47,7 +47,7 @@ Deviations: :data:`DEVIATIONS` (also in the artifact's ``info["deviations"]``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
@@ -75,11 +75,11 @@ from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",
            "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step",
-           "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
+           "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
-    ("user-level DP added (the paper has none): clipped selector updates through noisy_sum with Poisson cohorts, and "
-     "FedBiscuit's grouping on each client's noisy selector ranking (one noisy_sum of unit vectors) instead of clear "
+    ("user-level DP added (the paper has none): clipped selector updates through fed.private_sum with Poisson cohorts, and "
+     "FedBiscuit's grouping on each client's noisy selector ranking (one fed.private_sum of unit vectors) instead of clear "
      "validation losses"),
     ("each client's preference pairs are server-generated candidates labelled by embedding similarity to the client's "
      "own spans (no human preferences exist in the benchmark's data); the selector prompt holds the two texts only"),
@@ -405,15 +405,22 @@ def balanced_grouping(scores: np.ndarray, order: np.ndarray) -> np.ndarray:
     return group
 
 
-def private_grouping(losses: np.ndarray, release: Callable[[np.ndarray], np.ndarray],
-                     order: np.ndarray) -> np.ndarray:
-    """FedBiscuit's balanced client grouping with the losses kept on the clients (see the module docstring).
+def grouping_rows(losses: np.ndarray, slots: Sequence[int], n_slots: int) -> np.ndarray:
+    """Client side of FedBiscuit's private grouping: each client's :func:`preference_scores` of its own validation
+    ``losses`` (one row of U per client) written into its own slot of an ``n_slots``·U vector; the federation sums
+    these rows (each of L2 norm ≤ 1: sensitivity 1) and adds the noise."""
+    losses = np.asarray(losses, dtype=np.float64)
+    n_sel = losses.shape[1] if losses.ndim == 2 else 0
+    rows = np.zeros((len(losses), n_slots * n_sel), dtype=np.float32)
+    for j, (slot, row) in enumerate(zip(slots, preference_scores(losses) if len(losses) else [])):
+        rows[j, slot * n_sel : (slot + 1) * n_sel] = row
+    return rows
 
-    ``losses`` (n, U) are the clients' own validation losses (client-side); ``release(scores)`` returns the (n, U)
-    noisy release of their :func:`preference_scores` (one release, each client's row in its own slot);
-    ``order`` is the public shuffle. Returns each client's group, a function of the noisy release only."""
-    noisy = np.asarray(release(preference_scores(losses)), dtype=np.float64).reshape(losses.shape)
-    return balanced_grouping(noisy, order)
+
+def private_grouping(noisy: np.ndarray, n_selectors: int, order: np.ndarray) -> np.ndarray:
+    """Server side: the reference's balanced grouping on the noisy rankings (the released sum of
+    :func:`grouping_rows`), clients taken in the public shuffled ``order``. A function of the release only."""
+    return balanced_grouping(np.asarray(noisy, dtype=np.float64).reshape(-1, n_selectors), order)
 
 
 def clustered_step(weights: list[torch.Tensor], noisy: torch.Tensor, n_clients: int, sizes: np.ndarray,
@@ -669,16 +676,14 @@ class _SelectorTraining:
             losses = np.stack([(np.logaddexp(0.0, -sign * odds_ab[u][val_pairs]) +
                                 np.logaddexp(0.0, sign * odds_ba[u][val_pairs])).mean(1) / 2 for u in range(n_sel)],
                               axis=1)
-            for j, (cid, row) in enumerate(zip(chunk.ids, preference_scores(losses))):
-                rows[j, slot[cid] * n_sel : (slot[cid] + 1) * n_sel] = row
-            return rows
+            return grouping_rows(losses, [slot[cid] for cid in chunk.ids], n)
 
         chunk = max(1, min(1024, (1 << 22) // max(n * n_sel, 1)))  # bounds the chunk's rows in memory
         noisy = fed.private_sum(cohort, client_fn, clip=1.0, mechanism=Gaussian(self.sigma_g), batched=True,
                                 chunk_clients=chunk, download_floats=self._pool_floats())
         shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
         order = shuffle.permutation(n)  # public: the reference's random.shuffle of the clients
-        self.state.group = balanced_grouping(np.asarray(noisy, dtype=np.float64).reshape(n, n_sel), order)
+        self.state.group = private_grouping(noisy, n_sel, order)
         self.state.sizes = np.bincount(self.state.group, minlength=n_sel)
         self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
                              "group_sizes": self.state.sizes.tolist()})

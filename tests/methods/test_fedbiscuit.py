@@ -20,6 +20,7 @@ from largefedbench.methods.fedbiscuit import (
     clustered_step,
     majority_vote,
     preference_scores,
+    grouping_rows,
     private_grouping,
 )
 
@@ -61,7 +62,7 @@ def test_noise_free_grouping_is_balanced_and_equals_the_reference(n):
     rng = np.random.default_rng(n)
     losses = rng.random((n, 3)) + np.array([0.0, 0.15, 0.3]) * rng.random((n, 1))  # selector 0 is the favourite
     order = rng.permutation(n)
-    group = private_grouping(losses, lambda scores: scores, order)  # release without noise
+    group = private_grouping(grouping_rows(losses, range(n), n).sum(0), 3, order)  # release without noise
     sizes = np.bincount(group, minlength=3)
     assert sorted(sizes.tolist()) == sorted([n // 3 + (k < n % 3) for k in range(3)])
     expected = reference_check_and_grouping(losses, order.tolist())
@@ -73,14 +74,15 @@ def test_grouping_is_balanced_under_noise_and_releases_unit_rows():
     losses = rng.random((60, 5))
     released = []
 
-    def release(scores):
-        released.append(scores)
-        return scores + rng.normal(0.0, 20.0, scores.shape)  # ε small: mostly noise
-
-    group = private_grouping(losses, release, rng.permutation(60))
+    rows = grouping_rows(losses, rng.permutation(60), 60)  # each client writes its own slot
+    released.append(rows)
+    noisy = rows.sum(0) + rng.normal(0.0, 20.0, rows.shape[1])  # ε small: mostly noise
+    group = private_grouping(noisy, 5, rng.permutation(60))
     assert np.bincount(group, minlength=5).tolist() == [12] * 5
-    np.testing.assert_allclose(np.linalg.norm(released[0], axis=1), 1.0)  # sensitivity 1 per client
-    assert (np.argmax(released[0], axis=1) == np.argmin(losses, axis=1)).all()  # the ranking is the losses'
+    np.testing.assert_allclose(np.linalg.norm(released[0], axis=1), 1.0, rtol=1e-6)  # sensitivity 1 per client
+    assert all(len(set((np.flatnonzero(row) // 5).tolist())) == 1 for row in released[0])  # one slot per client
+    ranking = released[0].reshape(60, 60, 5).sum(1)  # each row's slot, back as (client, selector)
+    assert (np.argmax(ranking, axis=1) == np.argmin(losses, axis=1)).all()  # the ranking is the losses'
     assert not preference_scores(np.array([[0.3, 0.3, 0.3]])).any()  # equal losses: a zero row
 
 
