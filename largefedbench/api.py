@@ -4,7 +4,9 @@
 
 The contract (:class:`Method`, :class:`Artifact`, :class:`PublicResources`), the budget and the DP events to
 calibrate for, the mechanisms a release goes through (``fed.private_sum(..., mechanism=Gaussian(σ))``), the views a
-client function receives, the rounds loop every method runs in and what a round records, and the errors to raise.
+client function receives, the rounds loop every method runs in and what a round's history may say about its cohort,
+and the errors to raise. It offers no way to write un-noised statistics anywhere (``rounds.record_unreleased`` is for
+built-in diagnostics, never a plug-in's).
 How to write a method: CONTRIBUTING.md; the map: docs/architecture.md.
 """
 
@@ -14,10 +16,10 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, TreeAggregationEvent
 from largefedbench.privacy.events import GaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise, TreeAggregation, TreePrefixSum
-from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort, record_unreleased
+from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
 from largefedbench.synthetic.noise import noise_for_rounds
 
 __all__ = ["Artifact", "ChunkView", "ClientView", "Gaussian", "GaussianEvent", "InputError", "Method", "MethodError",
            "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "RoundsLoop", "Timer",
            "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum", "cohort_fields", "draw_cohort",
-           "noise_for_rounds", "record_unreleased"]
+           "noise_for_rounds"]
