@@ -20,9 +20,9 @@ from .entry_variants import save
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRIES = REPO / "leaderboard" / "entries" / "demo"
-FEDAVG = next((ENTRIES / "dp-fedavg").glob("*--eps1--??????????.json"))
-FTRL = next((ENTRIES / "dp-ftrl").glob("*--eps1--??????????.json"))
-PUBLIC = next((ENTRIES / "public").glob("*.json"))
+FEDAVG = next((ENTRIES / "dp-fedavg").glob("*--demo--tiny--eps1--??????????.json"))  # the tiny demo entries: one each
+FTRL = next((ENTRIES / "dp-ftrl").glob("*--demo--tiny--eps1--??????????.json"))
+PUBLIC = next((ENTRIES / "public").glob("*--demo--tiny--eps0--??????????.json"))
 
 
 def _load(path: Path) -> dict:
