@@ -31,6 +31,7 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb leaderboard render --out leaderboard        write the board's README.md and index.html
   lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json   re-run an entry, compare
   lfb bench scale --clients 133000 --samples 18000   POPri's client side at paper scale
+  lfb bench llm --json                                the LLM's sampling and DPO step against this machine's limit
   lfb privacy noise --epsilon 1 --delta 3e-6 --clients 10000 --per-round 1000 --steps 20
   lfb privacy epsilon --sigma 1.1 --delta 3e-6 --sample-rate 0.01 --steps 200
 """
@@ -296,6 +297,33 @@ def cmd_bench_scale(args) -> int:
                        seed=args.seed, path=args.path, progress=not args.quiet, log=log)
     _print_json(report.to_dict()) if args.json else print(format_report(report))
     return 0
+
+
+def cmd_bench_llm(args) -> int:
+    from largefedbench.bench.llm import format_table, run_llm_bench
+
+    log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(f"lfb bench: {msg}", file=sys.stderr))
+    for name in ("prompts", "new_tokens", "fid_samples", "dpo_pairs"):
+        if getattr(args, name) < (1 if name in ("prompts", "new_tokens") else 0):
+            from largefedbench.errors import InputError
+
+            raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
+    report = run_llm_bench(prompts=args.prompts, new_tokens=args.new_tokens, batch_sizes=_batch_sizes(args.batch_sizes),
+                           fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, root=args.home, log=log)
+    _print_json(report) if args.json else print(format_table(report))
+    return 0
+
+
+def _batch_sizes(text: str) -> list[int]:
+    from largefedbench.errors import InputError
+
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--batch-sizes={text!r}: give comma-separated integers, e.g. 8,32,64") from None
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"--batch-sizes={text!r}: give at least one batch size >= 1")
+    return sizes
 
 
 # --- audit (issue 12: canary clients, an empirical epsilon lower bound beside the claimed one) ------------------
@@ -617,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_eval)
 
-    bench = sub.add_parser("bench", help="benchmarks: scale")
+    bench = sub.add_parser("bench", help="benchmarks: scale, llm")
     bsub = bench.add_subparsers(dest="bench_command", metavar="COMMAND")
     p = bsub.add_parser("scale", help="POPri's client side through the federation at paper scale (synthetic)",
                         description="Release POPri's noised score sum once on a synthetic federation (random unit "
@@ -633,6 +661,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document (with a checksum of the noised sum)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_scale)
+    p = bsub.add_parser("llm", help="the cpu profile's LLM: sampling tokens/s and a DPO step against this machine's limit",
+                        description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
+                        "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
+                        "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
+                        "same run; and the bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift).")
+    p.add_argument("--prompts", type=int, default=32, help="prompts per case (default 32)")
+    p.add_argument("--new-tokens", type=int, default=32, help="new tokens per sample (default 32)")
+    p.add_argument("--batch-sizes", default="8,32,64", help="comma-separated batch sizes (default 8,32,64)")
+    p.add_argument("--fid-samples", type=int, default=256, help="samples per FID of the quality check (0: skip it)")
+    p.add_argument("--dpo-pairs", type=int, default=8, help="preference pairs of the DPO timing (0: skip it)")
+    p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_bench_llm)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
 
     p = sub.add_parser("audit", help="audit a method's privacy: canary clients in the run, an empirical epsilon lower bound",

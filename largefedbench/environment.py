@@ -44,6 +44,24 @@ def git_commit() -> str | None:
         return None
 
 
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_bf16() -> str | None:
+    """The CPU's native bf16 matrix instructions: ``"amx_bf16"``, ``"avx512_bf16"`` or None."""
+    flags = cpu_flags()
+    return next((f for f in ("amx_bf16", "avx512_bf16") if f in flags), None)
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -56,7 +74,7 @@ def _cpu_name() -> str:
 
 @lru_cache(maxsize=1)
 def hardware() -> dict[str, Any]:
-    info: dict[str, Any] = {"cpu": _cpu_name(), "n_cpus": os.cpu_count(), "gpu": None}
+    info: dict[str, Any] = {"cpu": _cpu_name(), "n_cpus": os.cpu_count(), "cpu_bf16": cpu_bf16(), "gpu": None}
     try:
         pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
         info["ram_gb"] = round(pages * page_size / 2**30, 1)

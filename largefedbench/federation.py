@@ -34,6 +34,7 @@ from largefedbench.errors import InputError
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
+from largefedbench.timing import timed
 
 __all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum"]
 
@@ -175,6 +176,7 @@ class Federation:
         return Cohort(indices, tuple(self._ids[i] for i in indices), rate, self._round, sampling)
 
     # -- the one door ----------------------------------------------------------------------------------
+    @timed("clients")
     def private_sum(self, cohort: Cohort, client_fn: Callable[[Any], Any], *, clip: float, mechanism: Mechanism,
                     batched: bool = False, chunk_clients: int | None = None, shape: tuple[int, ...] | None = None,
                     download_floats: int = 0, progress: Callable[[int], None] | None = None) -> Any:

@@ -34,6 +34,12 @@ Deviations from the paper and the reference code (meiyuw/POPri):
 - Completions are capped at ``max_new_tokens`` = 64 generator tokens (the reference sampled 85 tokens and cut
   them to 64 LLaMA-3 tokens); prompts are truncated from the left to fit the context.
 - Final set: ``n_final`` samples, one per fresh prompt, from the best generator (App. B.1: 1,000,000).
+- The ``cpu`` preset prompts with one open request in the generator's chat template (``prompt_format=
+  "instruction"``, "Write a short original text.") instead of the paper's few-shot "Original Text Sample" prompt of
+  3 public examples (App. B.2): a 135M generator continuing public text keeps the examples' topics, so the K·J
+  samples of a prompt differed too little for the clients' ranking to move it (issue 25's probe: 38 % of the score
+  variance within a prompt for 12-word continuations, 91 % for the request; docs/profiles.md). Every entry whose
+  config has ``prompt_format != "few-shot"`` carries this in ``info["deviations"]``.
 """
 
 from __future__ import annotations
@@ -72,6 +78,12 @@ from largefedbench.synthetic.prompts import (
 )
 from largefedbench.synthetic.scoring import NnVotes, PopriScores
 from largefedbench.synthetic.texts import chunks, take
+
+
+#: deviations an entry states in ``info["deviations"]`` when its config makes them (the rest: the module docstring)
+PROMPT_DEVIATION = ("prompts: {fmt!r} instead of the paper's few-shot 'Original Text Sample' prompt of 3 public "
+                    "examples (App. B.2); the cpu preset's open request lets the clients' ranking move the topic "
+                    "(issue 25, docs/profiles.md)")
 
 
 @dataclass(frozen=True)
@@ -256,6 +268,7 @@ class POPri(Method):
                                                                      "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r DPO updates (r = 0: the public generator)",
             final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
+            deviations=[PROMPT_DEVIATION.format(fmt=cfg.prompt_format)] if cfg.prompt_format != "few-shot" else [],
         )
         artifact.history = loop.history
         return artifact

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from largefedbench.errors import InputError
 from largefedbench.models.device import model_device
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
+from largefedbench.timing import timed
 
 
 def _check_topk(topk: Sequence[int]) -> tuple[int, ...]:
@@ -58,6 +59,7 @@ def accuracy_counts(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     return out
 
 
+@timed("evaluation")
 def next_token_accuracy(model, tokenizer, texts: Sequence[str], max_len: int = 64, topk: Sequence[int] = (1, 3, 5),
                         batch_size: int = 64, progress: bool = False, targets: Sequence[int] | None = None) -> dict[str, float]:
     """Top-k next-token accuracies, target count and mean loss of ``model`` on ``texts`` (POPri spec item 12).

@@ -21,6 +21,7 @@ from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.models.device import model_device
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
+from largefedbench.timing import timed
 
 
 @dataclass
@@ -70,6 +71,7 @@ def _validate_args(train_texts: Sequence[str], validation_texts: Sequence[str], 
         raise InputError(f"lr={lr} must be positive")
 
 
+@timed("downstream")
 def train_downstream(model, tokenizer, train_texts: Sequence[str], validation_texts: Sequence[str], *, epochs: int,
                      batch_size: int, lr: float, seed: int, max_len: int = 64, eval_batch_size: int = 64,
                      progress: bool = True) -> DownstreamResult:

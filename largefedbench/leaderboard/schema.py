@@ -161,6 +161,7 @@ class CostsSection(_Strict):
     downstream_seconds: NonNegative
     wall_seconds: NonNegative
     peak_memory_mb: NonNegative
+    stage_seconds: dict[str, NonNegative] | None = None  # per seed, mean over seeds: generation, embedding, clients, …
 
 
 class EnvironmentSection(_Strict):

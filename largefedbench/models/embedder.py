@@ -24,6 +24,7 @@ from largefedbench.models.hub import HubLoadError
 from largefedbench.models.identity import file_sha256
 from largefedbench.models.profiles import EmbedderSource, HubModel, PackagedEmbedder
 from largefedbench.paths import home_root
+from largefedbench.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def load_embedder(source: EmbedderSource, *, device: torch.device | str | None =
     return model, info
 
 
+@timed("embedding")
 def embed(texts: Sequence[str], embedder, batch_size: int = 64, progress: bool = False) -> np.ndarray:
     """Embed ``texts`` as a float32 array of unit rows, shape ``(len(texts), dim)``."""
     texts = list(texts)

@@ -196,6 +196,9 @@ def _mean_costs(results: list[SeedResult]) -> dict[str, Any]:
     for k in keys:
         vals = [r.costs[k] for r in results if k in r.costs]
         out[k] = float(np.mean(vals)) if vals else None
+    stages = [r.stage_seconds for r in results if r.stage_seconds]
+    if stages:  # seeds run before the breakdown existed have none
+        out["stage_seconds"] = {k: round(float(np.mean([s.get(k, 0.0) for s in stages])), 3) for k in stages[0]}
     out["method_seconds"] = float(np.mean([r.method_seconds for r in results]))
     out["downstream_seconds"] = float(np.mean([r.downstream_seconds for r in results]))
     return out

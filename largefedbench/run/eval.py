@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from largefedbench import __version__
+from largefedbench import __version__, timing
 from largefedbench.config_overrides import config_from_overrides, config_to_dict
 from largefedbench.contract import PublicResources
 from largefedbench.deprecation import renamed_path
@@ -371,6 +371,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     public = ev.public_resources(seed, seed_dir)
     log(f"seed {seed}: running {cls.name}")
+    stages_before = timing.totals()
     t0 = time.perf_counter()
     artifact = cls().train(fed, public, prep.config, budget)
     method_seconds = time.perf_counter() - t0
@@ -410,6 +411,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
+        stage_seconds=timing.stage_breakdown(stages_before, timing.totals(), time.perf_counter() - t0),
     )
     atomic_write_json(done, result.to_json())
     if cls.name == "generator-only" and prep.config == preset_config(cls, prep.preset):

@@ -34,11 +34,12 @@ class SeedResult:
     n_synthetic: int | None
     audit: dict[str, Any] | None = None  # the canaries' scores (``lfb audit`` runs only)
     topic_share: float | None = None  # demos only: share of the synthetic samples naming a private-only topic
+    stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (``result.json``): every field, ``audit`` and ``topic_share`` only when set."""
+        """The stored form (``result.json``): every field, ``audit``, ``topic_share`` and ``stage_seconds`` only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", "topic_share"):
+        for key in ("audit", "topic_share", "stage_seconds"):
             if data[key] is None:
                 del data[key]
         return data

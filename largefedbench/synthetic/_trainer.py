@@ -1,6 +1,6 @@
 """Plumbing shared by the trl-based updates (DPO, SFT): quiet, CPU-safe arguments, and undoing trl's side effects.
 
-- Arguments: CPU when there is no CUDA (``use_cpu``), no bf16/fp16 on CPU, no reports, no checkpoints on disk,
+- Arguments: CPU when there is no CUDA (``use_cpu``), bf16 autocast where the hardware has native bf16 (no fp16), no reports, no checkpoints on disk,
   no gradient checkpointing (trl turns it on by default; it only slows small models), single-process data loading.
 - trl seeds the global RNGs (``set_seed``); :func:`preserved_rng` restores python, numpy and torch RNG states.
 - trl patches the base model's ``forward`` with a fused LM head; :func:`restored_forward` removes the patch so the
@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import tempfile
 from collections.abc import Iterator
@@ -20,19 +21,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from largefedbench.models.precision import train_in_bf16
+
 __all__ = ["base_training_args", "output_folder", "preserved_rng", "quiet_datasets", "restored_forward", "silence_trainer"]
 
 
 def base_training_args(*, lr: float, epochs: int, batch_size: int, seed: int, progress: bool, output_dir: str,
-                       gradient_accumulation_steps: int = 1, lr_scheduler_type: str = "constant") -> dict[str, Any]:
-    """Keyword arguments common to ``DPOConfig`` and ``SFTConfig``."""
+                       gradient_accumulation_steps: int = 1, lr_scheduler_type: str = "constant",
+                       bf16: bool | None = None) -> dict[str, Any]:
+    """Keyword arguments common to ``DPOConfig`` and ``SFTConfig``; ``bf16`` (None: :func:`train_in_bf16`) trains
+    under bf16 autocast."""
     cuda = torch.cuda.is_available()
     return {
         "output_dir": output_dir, "learning_rate": float(lr), "num_train_epochs": float(epochs),
         "per_device_train_batch_size": int(batch_size), "per_device_eval_batch_size": int(batch_size),
         "gradient_accumulation_steps": int(gradient_accumulation_steps), "lr_scheduler_type": lr_scheduler_type,
         "warmup_steps": 0, "seed": int(seed), "data_seed": int(seed), "use_cpu": not cuda,
-        "bf16": bool(cuda and torch.cuda.is_bf16_supported()), "fp16": False, "report_to": "none",
+        "bf16": train_in_bf16() if bf16 is None else bool(bf16), "fp16": False, "report_to": "none",
         "save_strategy": "no", "logging_steps": 1, "disable_tqdm": not progress, "gradient_checkpointing": False,
         "dataloader_num_workers": 0, "dataset_num_proc": None,
     }
@@ -79,16 +84,23 @@ def restored_forward(model) -> Iterator[None]:
 
 @contextlib.contextmanager
 def quiet_datasets(progress: bool) -> Iterator[None]:
-    """Hide ``datasets``' map/filter progress bars unless ``progress``."""
+    """Hide ``datasets``' map/filter progress bars (and trl's reference-scoring bar, which reads ``TQDM_DISABLE``)
+    unless ``progress``."""
     from datasets.utils import logging as ds_logging
 
     enabled = ds_logging.is_progress_bar_enabled()
+    before = os.environ.get("TQDM_DISABLE")
     if not progress:
         ds_logging.disable_progress_bar()
+        os.environ["TQDM_DISABLE"] = "1"
     try:
         yield
     finally:
         (ds_logging.enable_progress_bar if enabled else ds_logging.disable_progress_bar)()
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
 
 
 def silence_trainer(trainer, progress: bool) -> None:

@@ -41,6 +41,7 @@ from largefedbench.synthetic._trainer import (
 )
 from largefedbench.synthetic.generation import context_length
 from largefedbench.synthetic.lora import is_lora_model
+from largefedbench.timing import timed
 
 __all__ = ["LOSS_TYPES", "dpo_update", "fit_prompts", "label_flips"]
 
@@ -72,6 +73,7 @@ def label_flips(n: int, epsilon: float, seed: int) -> np.ndarray:
     return rng.random(n) < epsilon
 
 
+@timed("dpo")
 def dpo_update(
     model,
     tokenizer,
@@ -93,11 +95,16 @@ def dpo_update(
     gradient_accumulation_steps: int = 1,
     eval_margin: bool = False,
     epoch_end: Callable[[], None] | None = None,
+    precompute_reference: bool = True,
+    bf16: bool | None = None,
 ) -> dict[str, Any]:
     """Train ``model``'s LoRA adapter in place on (prompt, chosen, rejected) pairs; return the training metrics.
 
     ``epoch_end()`` is called after every epoch (e.g. to keep each epoch's checkpoint, as POPri App. B.1 picks the
-    round's best checkpoint by FID).
+    round's best checkpoint by FID). ``precompute_reference`` scores every pair under the reference policy once, in
+    one no-grad pass before the first step (trl's ``precompute_ref_log_probs``), instead of at every step of every
+    epoch; the reference is frozen, so the loss is the same. ``bf16`` (None: where the hardware has native bf16)
+    runs the steps under bf16 autocast.
 
     Metrics: ``n_pairs``, ``steps``, ``train_loss``, ``loss_first``/``loss_last`` and ``margin_first``/``margin_last``
     (the chosen-minus-rejected reward margin β·[(log π(c|x) − log π_ref(c|x)) − (log π(r|x) − log π_ref(r|x))]
@@ -130,7 +137,8 @@ def dpo_update(
     with preserved_rng(), restored_forward(model), quiet_datasets(progress), output_folder(output_dir) as out:
         args = DPOConfig(
             **base_training_args(lr=lr, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress, output_dir=out,
-                                 gradient_accumulation_steps=gradient_accumulation_steps),
+                                 gradient_accumulation_steps=gradient_accumulation_steps, bf16=bf16),
+            precompute_ref_log_probs=False,  # see _precompute_reference
             beta=float(beta), loss_type=["robust" if loss_type == "robust" else "ipo" if loss_type == "ipo" else "sigmoid"],
             label_smoothing=float(label_smoothing) if loss_type == "robust" else 0.0, max_length=max_length,
         )
@@ -142,6 +150,8 @@ def dpo_update(
         if reference == "base" and "ref" in model.peft_config:
             model.delete_adapter("ref")  # trl then scores the reference with the adapter disabled: the public model
             model.set_adapter("default")
+        if precompute_reference:
+            _precompute_reference(trainer)
         metrics: dict[str, Any] = {}
         if eval_margin:
             metrics["margin_before"] = float(trainer.evaluate(data)["eval_rewards/margins"])
@@ -162,6 +172,19 @@ def dpo_update(
         "loss_type": loss_type, "reference": reference, "seconds": round(time.perf_counter() - start, 3),
     })
     return metrics
+
+
+def _precompute_reference(trainer) -> None:
+    """trl's ``precompute_ref_log_probs`` — every pair scored under the reference once, in no-grad batches, stored as
+    dataset columns the loss reads — run once the reference is settled. trl runs it inside ``__init__``, before
+    ``reference="base"`` has removed the adapter copy trl makes, which would score the policy instead of the public
+    model."""
+    from trl.trainer.utils import hash_module
+
+    trainer.precompute_ref_logps = trainer.args.precompute_ref_log_probs = True
+    trainer._precompute_model_hash = hash_module(trainer.model)  # keys trl's cache of scored datasets
+    batch = trainer.args.precompute_ref_batch_size or trainer.args.per_device_train_batch_size
+    trainer.train_dataset = trainer._precompute_ref_logps(trainer.train_dataset, "train", batch)
 
 
 def _EpochEnd(fn: Callable[[], None]):

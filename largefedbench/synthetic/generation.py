@@ -1,11 +1,17 @@
-"""Batched sampling from the generator LLM with the KV cache (DESIGN.md §9).
+"""Batched sampling from the generator LLM with the KV cache (DESIGN.md §9; issue 26 for its speed).
 
 Prompts are tokenised with the tokenizer's own special tokens (a LLaMA tokenizer adds BOS, GPT-2's adds nothing,
 as vLLM and trl do), truncated from the left so that prompt plus ``max_new_tokens`` fit the model's context, and
 left-padded by hand (the shared tokenizer's ``padding_side`` is never touched). Each prompt is repeated
-``n_per_prompt`` times consecutively (as the POPri reference repeats its requests), prompts are batched in order of
-length, and HF ``generate`` samples with the KV cache. Sampling is seeded by ``seed`` inside a forked torch RNG,
-so a call is deterministic for a given seed and batch size and leaves the global RNG untouched.
+``n_per_prompt`` times consecutively (as the POPri reference repeats its requests) and requests are batched in
+order of prompt length. Sampling is seeded by ``seed`` through its own ``torch.Generator``, so a call is
+deterministic for a given seed and batch size and leaves the global RNG untouched.
+
+The decode loop is ours, not HF ``generate``'s (measured 1.9× faster at the same dtype): each distinct prompt of
+a batch is prefilled once and its KV cache copied to its samples; the LM head runs on the last position only;
+nucleus sampling is exact but sorts only the top 1,024 probabilities (a full sort where those hold less than
+``top_p``) and draws by inverse CDF, where HF sorts the whole vocabulary and draws with ``multinomial``. The model
+samples in :func:`~largefedbench.models.precision.generation_dtype` (bf16 on a CPU with native bf16).
 
 Continuations are cut at the first EOS, decoded, cut at the first stop string (default :data:`prompts.STOP`,
 i.e. the next "Original Text Sample"), newlines become spaces and the text is stripped (the reference's
@@ -16,15 +22,19 @@ here).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from largefedbench.errors import InputError
 from largefedbench.models.device import model_device
+from largefedbench.models.precision import generation_dtype, inference_copy
 from largefedbench.synthetic.prompts import STOP, prompt_stop
+from largefedbench.timing import timed
 
-__all__ = ["as_samples", "clean_completion", "context_length", "decode_continuations", "decode_samples", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+__all__ = ["as_samples", "decode_batch", "nucleus_sample", "clean_completion", "context_length", "decode_continuations", "decode_samples", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
 
 
 def context_length(model) -> int:
@@ -94,6 +104,7 @@ def _eos_ids(model, tokenizer) -> set[int]:
     return ids
 
 
+@timed("generation")
 @torch.inference_mode()
 def generate_ids(
     model,
@@ -108,8 +119,12 @@ def generate_ids(
     seed: int = 0,
     progress: bool = False,
     desc: str = "generating",
+    dtype: torch.dtype | None | Literal["auto"] = "auto",
 ) -> list[list[int]]:
-    """New token ids (cut before the first EOS) for every prompt repeated ``n_per_prompt`` times, prompt-major."""
+    """New token ids (cut before the first EOS) for every prompt repeated ``n_per_prompt`` times, prompt-major.
+
+    ``dtype``: what the model samples in; ``"auto"`` is :func:`~largefedbench.models.precision.generation_dtype`,
+    None the model as it is."""
     if n_per_prompt < 1 or max_new_tokens < 1 or batch_size < 1:
         raise InputError(f"n_per_prompt={n_per_prompt}, max_new_tokens={max_new_tokens} and batch_size={batch_size} must be >= 1")
     if temperature < 0 or not 0 < top_p <= 1:
@@ -122,29 +137,84 @@ def generate_ids(
     requests = [p for p in range(len(prompts)) for _ in range(n_per_prompt)]
     order = sorted(range(len(requests)), key=lambda i: len(prompt_ids[requests[i]]))
     eos = _eos_ids(model, tokenizer)
-    sampling = {"do_sample": True, "temperature": float(temperature), "top_p": float(top_p), "top_k": 0} if temperature > 0 else {"do_sample": False}
     out: list[list[int]] = [[] for _ in requests]
     from tqdm.auto import tqdm
 
-    was_training = model.training
-    model.eval()
-    devices = [device] if device.type == "cuda" else []
+    sampler = inference_copy(model, generation_dtype(device) if dtype == "auto" else dtype)
+    was_training = sampler.training
+    sampler.eval()
+    gen = torch.Generator(device=device).manual_seed(int(seed))
     try:
-        with torch.random.fork_rng(devices=devices), tqdm(total=len(requests), desc=desc, disable=not progress, leave=False) as bar:
-            torch.manual_seed(int(seed))
+        with tqdm(total=len(requests), desc=desc, disable=not progress, leave=False) as bar:
             for lo in range(0, len(order), batch_size):
                 chunk = order[lo : lo + batch_size]
-                ids, mask = _left_pad([prompt_ids[requests[i]] for i in chunk], pad_id)
-                gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new_tokens,
-                                     pad_token_id=pad_id, use_cache=True, **sampling)
-                new = gen[:, ids.shape[1]:].tolist()
+                new = decode_batch(sampler, [prompt_ids[requests[i]] for i in chunk], max_new_tokens=max_new_tokens,
+                                   temperature=temperature, top_p=top_p, generator=gen, pad_id=pad_id, eos=eos)
                 for i, row in zip(chunk, new):
                     cut = next((k for k, t in enumerate(row) if t in eos), len(row))
                     out[i] = row[:cut]
                 bar.update(len(chunk))
     finally:
-        model.train(was_training)
+        sampler.train(was_training)
     return out
+
+
+NUCLEUS_TOP = 1024  # nucleus sampling sorts this many probabilities first (all of them where these hold < top_p)
+
+
+def nucleus_sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of ``logits`` [B, V]: greedy for ``temperature == 0``, else from softmax(logits / T)
+    restricted to its nucleus — the most probable tokens whose probabilities before them sum to < ``top_p`` (HF's
+    top-p set; ``top_p = 1`` keeps every token) — by inverse CDF with one uniform draw per row."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p >= 1:
+        vals, idx = probs, None
+    else:
+        vals, idx = probs.topk(min(NUCLEUS_TOP, probs.shape[-1]), dim=-1)
+        if bool((vals.sum(-1) < top_p).any()):  # the nucleus may reach past the top ones: sort everything
+            vals, idx = probs.sort(dim=-1, descending=True)
+        vals = vals * ((vals.cumsum(-1) - vals) < top_p)
+    cdf = vals.cumsum(-1)
+    u = torch.rand((cdf.shape[0], 1), generator=generator, device=cdf.device) * cdf[:, -1:]
+    pick = torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1)
+    return (pick if idx is None else idx.gather(-1, pick)).squeeze(-1)
+
+
+@torch.inference_mode()
+def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float, top_p: float,
+                 generator: torch.Generator, pad_id: int, eos: set[int]) -> list[list[int]]:
+    """``max_new_tokens`` sampled ids after each prompt of ``rows`` (token id lists; repeats allowed), padded with
+    ``pad_id`` after a row's EOS. Each distinct prompt is prefilled once; the loop stops when every row has ended."""
+    device = model_device(model)
+    distinct: dict[tuple[int, ...], int] = {}
+    owner = [distinct.setdefault(tuple(r), len(distinct)) for r in rows]
+    ids, mask = _left_pad(list(distinct), pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    position = (mask.cumsum(-1) - 1).clamp_(min=0)
+    cache = DynamicCache()
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
+                   logits_to_keep=1).logits[:, -1]
+    expand = torch.as_tensor(owner, device=device)
+    if len(distinct) < len(rows):  # copy each prompt's cache to its samples
+        cache.batch_select_indices(expand)
+        logits, mask, position = logits[expand], mask[expand], position[expand]
+    position = position[:, -1:]
+    eos_ids = torch.as_tensor(sorted(eos), device=device, dtype=torch.long)
+    done = torch.zeros(len(rows), dtype=torch.bool, device=device)
+    steps: list[torch.Tensor] = []
+    for step in range(max_new_tokens):
+        token = nucleus_sample(logits, temperature, top_p, generator).masked_fill_(done, pad_id)
+        steps.append(token)
+        done |= torch.isin(token, eos_ids)
+        if step == max_new_tokens - 1 or bool(done.all()):
+            break
+        mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+        position = position + 1
+        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
+                       logits_to_keep=1).logits[:, -1]
+    return torch.stack(steps, dim=1).tolist()
 
 
 def generate(

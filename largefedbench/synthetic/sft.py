@@ -25,10 +25,12 @@ from largefedbench.synthetic._trainer import (
 )
 from largefedbench.synthetic.dpo import fit_prompts
 from largefedbench.synthetic.generation import context_length
+from largefedbench.timing import timed
 
 __all__ = ["sft_update"]
 
 
+@timed("sft")
 def sft_update(
     model,
     tokenizer,

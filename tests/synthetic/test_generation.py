@@ -24,9 +24,9 @@ def lm(tiny):
 
 
 def test_batched_greedy_decoding_equals_one_prompt_at_a_time(lm):
-    model, tok, prompts = lm
-    batched = generate_ids(model, tok, prompts, temperature=0, max_new_tokens=24, batch_size=8)
-    single = [generate_ids(model, tok, [p], temperature=0, max_new_tokens=24, batch_size=1)[0] for p in prompts]
+    model, tok, prompts = lm  # in float32: padding must change nothing, bit for bit (bf16 is checked by lfb bench llm)
+    batched = generate_ids(model, tok, prompts, temperature=0, max_new_tokens=24, batch_size=8, dtype=torch.float32)
+    single = [generate_ids(model, tok, [p], temperature=0, max_new_tokens=24, batch_size=1, dtype=torch.float32)[0] for p in prompts]
     assert batched == single
     # and equal to plain HF generate on the unpadded prompt (continuation only, cut before EOS)
     ids = torch.tensor([tok(prompts[1])["input_ids"]])

@@ -1,0 +1,255 @@
+"""``lfb bench llm``: the ``cpu`` profile's generator (SmolLM2-135M) sampling and a DPO step, against this machine's
+limit, measured in the same run (issue 26).
+
+- **Limit.** A new token costs ≈ 2 × parameters FLOPs (every weight once in a multiply-add); a DPO step on a LoRA
+  generator ≈ 4 × parameters FLOPs per token of the policy's chosen and rejected sequences (forward, and the
+  backward pass to the activations; the frozen weights get no gradient) plus 2 × per token for the reference
+  policy's forward. The limit divides those FLOPs by the GEMM rate measured here on a Llama-sized projection, in
+  float32 and in bf16 — the rate of the dtype the work ran in — with 2,048 rows (the machine's peak; with AMX, bf16
+  reaches it only on large products) and with as many rows as the batch (``limit_at_batch``: the rate a decode
+  step's matrix products can reach at that batch size).
+- **Sampling** (``continuation``, ``few_shot``, ``instruction``): new tokens/s per batch size, for the prompt formats
+  of the presets, at the cpu preset's sampling (temperature 0.8, top-p 0.95), through ``generate_ids`` as methods
+  call it; and the same for HF ``generate`` at float32 (the naive reference this replaced).
+- **Quality** of sampling in bf16 against float32: greedy continuations of the instruction prompts in float32;
+  each position re-scored by the bf16 copy given the float32 prefix (teacher-forced top-1 agreement, mean KL), the
+  bf16 copy's own greedy continuation (free-running agreement: one near-tie changes all later tokens), and the FID
+  to the generic corpus of sampled continuations in each dtype, next to float32's FID under another seed (the
+  sampling noise the difference is judged against).
+- **DPO**: seconds a step (batch 2 pairs, as the cpu preset) with the reference scored at every step and with it
+  precomputed once (the default).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from largefedbench.models.precision import inference_copy
+
+SAMPLING = {"temperature": 0.8, "top_p": 0.95}
+DPO_EPOCHS = 2  # the cpu preset's
+
+
+def gemm_rate(dtype: torch.dtype, dim: int = 576, out: int = 1536, rows: int = 2048, repeats: int = 5) -> float:
+    """Best-of-``repeats`` GEMM rate in FLOP/s of (rows × dim) @ (dim × out) in ``dtype``."""
+    a, b = torch.randn(rows, dim, dtype=dtype), torch.randn(dim, out, dtype=dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * rows * dim * out / best
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def sampling_rates(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: int, new_tokens: int,
+                   batch_sizes: Sequence[int], dtype: torch.dtype | None, seed: int = 0) -> dict[int, float]:
+    """New tokens/s of ``generate_ids`` at each batch size (tokens actually generated, EOS cut)."""
+    from largefedbench.synthetic.generation import generate_ids
+
+    rates = {}
+    for size in batch_sizes:
+        ids, seconds = _timed(lambda: generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=new_tokens,
+                                                   batch_size=size, seed=seed, dtype=dtype, **SAMPLING))
+        rates[size] = sum(map(len, ids)) / seconds
+    return rates
+
+
+@torch.inference_mode()
+def hf_generate_rate(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: int, new_tokens: int, batch_size: int) -> float:
+    """New tokens/s of HF ``generate`` (float32, top-p over the sorted vocabulary) — the path ``generate_ids`` replaced."""
+    rows = [p for p in prompts for _ in range(n_per_prompt)]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    tokens, seconds = 0, 0.0
+    for lo in range(0, len(rows), batch_size):
+        enc = tokenizer(rows[lo:lo + batch_size], return_tensors="pt", padding=True, padding_side="left")
+        out, dt = _timed(lambda: model.generate(**enc, max_new_tokens=new_tokens, do_sample=True, top_k=0, pad_token_id=pad,
+                                                **SAMPLING))
+        new = out[:, enc["input_ids"].shape[1]:]
+        tokens += int((new != pad).sum())
+        seconds += dt
+    return tokens / seconds
+
+
+@torch.inference_mode()
+def bf16_agreement(model, tokenizer, prompts: Sequence[str], new_tokens: int = 32) -> dict[str, float]:
+    """bf16 against float32 on float32's greedy continuations of ``prompts``: teacher-forced top-1 agreement, mean
+    KL(float32 ‖ bf16) in nats per token, and the free-running greedy agreement over the first ``new_tokens``."""
+    from largefedbench.synthetic.generation import generate_ids
+
+    low = inference_copy(model, torch.bfloat16)
+    greedy = generate_ids(model, tokenizer, prompts, max_new_tokens=new_tokens, temperature=0, dtype=None)
+    own = generate_ids(low, tokenizer, prompts, max_new_tokens=new_tokens, temperature=0, dtype=None)
+    free = [a == b for x, y in zip(greedy, own) for a, b in zip(x + [-1] * (new_tokens - len(x)), y + [-2] * (new_tokens - len(y)))]
+    agree, kl, n = 0, 0.0, 0
+    for prompt, cont in zip(prompts, greedy):
+        if not cont:
+            continue
+        ids = torch.as_tensor([tokenizer(prompt)["input_ids"] + cont])
+        start = ids.shape[1] - len(cont) - 1
+        hi = model(input_ids=ids).logits[0, start:-1].float()
+        lo = low(input_ids=ids).logits[0, start:-1].float()
+        agree += int((hi.argmax(-1) == lo.argmax(-1)).sum())
+        p, q = torch.log_softmax(hi, -1), torch.log_softmax(lo, -1)
+        kl += float((p.exp() * (p - q)).sum())
+        n += len(cont)
+    return {"teacher_forced_agreement": agree / max(n, 1), "kl_nats_per_token": kl / max(n, 1),
+            "free_running_agreement": float(np.mean(free)) if free else float("nan"), "tokens": n}
+
+
+def fid_shift(model, tokenizer, prompts: Sequence[str], embedder, reference: np.ndarray, *, new_tokens: int,
+              batch_size: int) -> dict[str, float]:
+    """FID to ``reference`` of one sampled continuation per prompt: float32 (seeds 0 and 1) and bf16 (seed 0)."""
+    from largefedbench.evaluation.fid import fid_to
+    from largefedbench.models import embed
+    from largefedbench.synthetic.generation import decode_continuations, generate_ids
+
+    def fid(dtype, seed):
+        ids = generate_ids(model, tokenizer, prompts, max_new_tokens=new_tokens, batch_size=batch_size, seed=seed, dtype=dtype,
+                           **SAMPLING)
+        return fid_to(embed(decode_continuations(tokenizer, ids, stop=()), embedder), reference)
+
+    fp32, bf16, other = fid(torch.float32, 0), fid(torch.bfloat16, 0), fid(torch.float32, 1)
+    return {"fid_float32": fp32, "fid_bf16": bf16, "fid_shift": abs(bf16 - fp32), "fid_seed_noise": abs(other - fp32),
+            "samples": len(prompts)}
+
+
+def dpo_seconds_per_step(model, tokenizer, prompts, chosen, rejected, *, precompute_reference: bool) -> tuple[float, int, dict]:
+    """Seconds a DPO step (batch 2, 2 epochs, the cpu preset's β and lr) on a fresh LoRA copy of ``model``; the
+    whole update divided by its steps, reference scoring included."""
+    from largefedbench.synthetic.dpo import dpo_update
+    from largefedbench.synthetic.lora import add_lora
+
+    policy = add_lora(copy.deepcopy(model), rank=4, alpha=8, seed=0)
+    metrics, seconds = _timed(lambda: dpo_update(policy, tokenizer, prompts, chosen, rejected, beta=0.1, lr=5e-4, epochs=DPO_EPOCHS,
+                                                 batch_size=2, seed=0, precompute_reference=precompute_reference))
+    return seconds / metrics["steps"], metrics["steps"], metrics
+
+
+def dpo_step_flops(tokenizer, prompts, chosen, rejected, n_params: int, *, precomputed: bool, batch_size: int = 2,
+                   epochs: int = DPO_EPOCHS) -> float:
+    """FLOPs of one DPO step on a LoRA model, averaged over the update's steps: 4·P per policy token every epoch,
+    2·P per reference token every epoch (once when ``precomputed``)."""
+    tokens = sum(len(tokenizer(p + c)["input_ids"]) + len(tokenizer(p + r)["input_ids"]) for p, c, r in zip(prompts, chosen, rejected))
+    steps = epochs * -(-len(prompts) // batch_size)
+    return n_params * tokens * (4 * epochs + 2 * (1 if precomputed else epochs)) / steps
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report as a plain-text table (what ``lfb bench llm`` prints)."""
+    lines = [f"GEMM: float32 {report['gemm_gflops']['float32']:.1f} GFLOP/s, bf16 {report['gemm_gflops']['bfloat16']:.1f} "
+             f"GFLOP/s; generator {report['n_params'] / 1e6:.1f}M parameters; {report['threads']} threads",
+             f"{'case':<14}{'dtype':<10}{'batch':>6}{'tok/s':>9}{'limit':>9}{'of limit':>10}{'at batch':>10}{'of it':>10}"]
+    for name in ("continuation", "few_shot", "instruction"):
+        case = report.get(name)
+        if not case:
+            continue
+        for row in case["rows"]:
+            lines.append(f"{name:<14}{row['dtype']:<10}{row['batch']:>6}{row['tokens_per_s']:>9.1f}{row['limit']:>9.0f}"
+                         f"{row['fraction_of_limit']:>10.1%}{row['limit_at_batch']:>10.0f}{row['fraction_of_limit_at_batch']:>10.1%}")
+    if "dpo" in report:
+        for row in report["dpo"]["rows"]:
+            lines.append(f"{'dpo step':<14}{row['variant']:<24}{row['seconds_per_step']:>7.2f} s (limit {row['limit']:.2f} s, "
+                         f"{row['fraction_of_limit']:.1%})")
+    if "quality" in report:
+        q = report["quality"]
+        lines.append(f"bf16 vs float32: teacher-forced top-1 agreement {q['teacher_forced_agreement']:.1%}, KL "
+                     f"{q['kl_nats_per_token']:.4f} nats/token, free-running greedy agreement {q['free_running_agreement']:.1%}"
+                     + (f"; FID {q['fid_float32']:.4f} (float32) vs {q['fid_bf16']:.4f} (bf16), shift {q['fid_shift']:.4f} "
+                        f"against a seed-to-seed {q['fid_seed_noise']:.4f}" if "fid_shift" in q else "")
+                     + f" -> {'PASS' if q['passed'] else 'FAIL'}")
+    return "\n".join(lines)
+
+
+def run_llm_bench(*, prompts: int = 32, new_tokens: int = 32, batch_sizes: Sequence[int] = (8, 32, 64),
+                  fid_samples: int = 256, dpo_pairs: int = 8, root=None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Everything above on the cpu profile's generator; returns the report (``--json``)."""
+    from largefedbench.data.generic_corpus import read_generic
+    from largefedbench.models import load_embedder, n_params
+    from largefedbench.models.gguf import prepare_gguf_model
+    from largefedbench.models.hub import load_hub_causal_lm, load_hub_tokenizer
+    from largefedbench.models.profiles import SMOLLM2_135M, HubModel, PackagedEmbedder
+    from largefedbench.synthetic.generation import decode_continuations, generate_ids
+    from largefedbench.synthetic.prompts import build_prompts
+
+    folder, _, _ = prepare_gguf_model(SMOLLM2_135M, root=root)
+    local = HubModel(str(folder))
+    tok = load_hub_tokenizer(local, role="generator tokenizer")
+    model = load_hub_causal_lm(local, device="cpu", role="generator").eval()
+    params = n_params(model)
+    corpus = read_generic()
+    rates = {"float32": gemm_rate(torch.float32), "bfloat16": gemm_rate(torch.bfloat16)}
+    report: dict[str, Any] = {"model": SMOLLM2_135M.model_id, "n_params": params, "threads": torch.get_num_threads(),
+                              "gemm_gflops": {k: round(v / 1e9, 2) for k, v in rates.items()}, "sampling": dict(SAMPLING),
+                              "new_tokens": new_tokens}
+    formats = {"continuation": ("continuation", 1), "few_shot": ("few-shot", 1), "instruction": ("instruction", 6)}
+    for name, (fmt, per_prompt) in formats.items():
+        n = max(1, prompts // per_prompt)
+        texts = build_prompts(corpus, n, examples_per_prompt=3, rng=np.random.default_rng(0), prompt_format=fmt, tokenizer=tok)
+        rows = []
+        for dtype_name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+            log(f"{name}: sampling {n} × {per_prompt} × {new_tokens} tokens in {dtype_name} at batch {', '.join(map(str, batch_sizes))}")
+            for size, rate in sampling_rates(model, tok, texts, n_per_prompt=per_prompt, new_tokens=new_tokens,
+                                             batch_sizes=batch_sizes, dtype=dtype).items():
+                limit = rates[dtype_name] / (2 * params)
+                shaped = gemm_rate(dtype, rows=size) / (2 * params)  # a decode step's GEMMs have `size` rows
+                rows.append({"dtype": dtype_name, "batch": size, "tokens_per_s": round(rate, 2), "limit": round(limit, 1),
+                             "fraction_of_limit": round(rate / limit, 4), "limit_at_batch": round(shaped, 1),
+                             "fraction_of_limit_at_batch": round(rate / shaped, 4)})
+        log(f"{name}: HF generate, float32, batch {max(batch_sizes)}")
+        hf = hf_generate_rate(model, tok, texts, n_per_prompt=per_prompt, new_tokens=new_tokens, batch_size=max(batch_sizes))
+        limit = rates["float32"] / (2 * params)
+        shaped = gemm_rate(torch.float32, rows=max(batch_sizes)) / (2 * params)
+        rows.append({"dtype": "hf-float32", "batch": max(batch_sizes), "tokens_per_s": round(hf, 2), "limit": round(limit, 1),
+                     "fraction_of_limit": round(hf / limit, 4), "limit_at_batch": round(shaped, 1),
+                     "fraction_of_limit_at_batch": round(hf / shaped, 4)})
+        best = max(rows, key=lambda r: r["tokens_per_s"])
+        report[name] = {"rows": rows, "tokens_per_s": best["tokens_per_s"], "limit": best["limit"],
+                        "fraction_of_limit": best["fraction_of_limit"], "dtype": best["dtype"], "batch": best["batch"],
+                        "speedup_over_hf": round(best["tokens_per_s"] / hf, 2)}
+    instruction = build_prompts(corpus, 16, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=tok)
+    topics = build_prompts(corpus, 16, examples_per_prompt=3, rng=np.random.default_rng(1), prompt_format="continuation")
+    log("quality: bf16 against float32 (greedy, teacher-forced)")
+    quality = bf16_agreement(model, tok, topics, new_tokens=32)
+    if fid_samples:
+        log(f"quality: FID of {fid_samples} sampled continuations, float32 (2 seeds) and bf16")
+        embedder, _ = load_embedder(PackagedEmbedder(), device="cpu")
+        from largefedbench.models import embed
+
+        reference = embed(corpus[:2048], embedder)
+        many = build_prompts(corpus, fid_samples, examples_per_prompt=3, rng=np.random.default_rng(2), prompt_format="continuation")
+        quality.update(fid_shift(model, tok, many, embedder, reference, new_tokens=new_tokens, batch_size=max(batch_sizes)))
+    quality["passed"] = bool(quality["teacher_forced_agreement"] >= 0.95
+                             and quality.get("fid_shift", 0.0) < max(0.01, quality.get("fid_seed_noise", 0.0)))
+    quality["rule"] = ("teacher-forced top-1 agreement >= 95 % and the FID shift below max(0.01, the seed-to-seed FID "
+                       "difference of float32)")
+    report["quality"] = quality
+    if dpo_pairs:
+        log(f"dpo: {dpo_pairs} pairs of instruction samples, batch 2")
+        ids = generate_ids(model, tok, instruction[:dpo_pairs], n_per_prompt=2, max_new_tokens=48, seed=3, **SAMPLING)
+        raw = decode_continuations(tok, ids, clean=False, stop=())
+        pr, ch, rj = instruction[:dpo_pairs], raw[0::2], raw[1::2]
+        rows = []
+        for variant, pre in (("reference every step", False), ("reference precomputed", True)):
+            seconds, steps, _ = dpo_seconds_per_step(model, tok, pr, ch, rj, precompute_reference=pre)
+            flops = dpo_step_flops(tok, pr, ch, rj, params, precomputed=pre)
+            limit = flops / rates["float32"]
+            rows.append({"variant": variant, "seconds_per_step": round(seconds, 3), "steps": steps, "limit": round(limit, 3),
+                         "fraction_of_limit": round(limit / seconds, 4)})
+        best = min(rows, key=lambda r: r["seconds_per_step"])
+        report["dpo"] = {"rows": rows, "seconds_per_step": best["seconds_per_step"], "limit": best["limit"],
+                         "fraction_of_limit": best["fraction_of_limit"], "pairs": dpo_pairs, "batch_pairs": 2,
+                         "epochs": DPO_EPOCHS}
+    return report

@@ -1,0 +1,69 @@
+"""The dtype the generator samples in, and the inference copy that samples in it (issue 26).
+
+On a CPU with native bf16 matrix instructions (``amx_bf16`` or ``avx512_bf16``) the generator samples from a bf16
+copy: its matrix products run 3–4× faster than float32 (``lfb bench llm`` measures both on the machine at hand),
+and its next-token choices stay float32's but for near-ties (``lfb bench llm`` measures the agreement and the KL).
+Training keeps its float32 weights: the copy (LoRA merged in, cast) is made for one sampling call and dropped.
+DPO and SFT keep float32 on a CPU (:func:`train_in_bf16`).
+On CUDA the model samples as loaded. ``LFB_GENERATION_DTYPE=float32`` (or ``bfloat16``) overrides the choice, e.g.
+to reproduce an entry made before the bf16 copy; ``LFB_TRAINING_DTYPE`` does the same for training.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import torch
+
+from largefedbench.environment import cpu_bf16
+from largefedbench.errors import InputError
+
+__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "generation_dtype", "inference_copy", "train_in_bf16"]
+
+ENV_VAR = "LFB_GENERATION_DTYPE"
+TRAINING_ENV_VAR = "LFB_TRAINING_DTYPE"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _requested(var: str) -> torch.dtype | None:
+    name = os.environ.get(var, "").strip().lower()
+    if not name:
+        return None
+    if name not in DTYPES:
+        raise InputError(f"{var}={name!r}; choose one of {', '.join(DTYPES)} (or unset it: bf16 where the hardware "
+                         "has native bf16 instructions)")
+    return DTYPES[name]
+
+
+def generation_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype to sample in on ``device``, or None to sample with the model as it is (CUDA, or a CPU without bf16)."""
+    requested = _requested(ENV_VAR)
+    if requested is not None:
+        return requested
+    if device.type == "cpu" and cpu_bf16() is not None:
+        return torch.bfloat16
+    return None
+
+
+def train_in_bf16() -> bool:
+    """Whether trl/transformers updates (DPO, SFT) run under bf16 autocast (float32 weights and optimizer state): on
+    a CUDA device that supports it. Not on a CPU unless ``LFB_TRAINING_DTYPE=bfloat16``: there autocast re-casts the
+    weights at every step, and a DPO step of the cpu preset was only 16 % faster and ended with other margins (issue
+    26's closing note); ``LFB_TRAINING_DTYPE=float32`` turns it off on CUDA too."""
+    requested = _requested(TRAINING_ENV_VAR)
+    if requested is not None:
+        return requested == torch.bfloat16
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+def inference_copy(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:
+    """``model`` itself when ``dtype`` is None or already its dtype; else a copy in ``dtype`` with any LoRA adapter
+    merged into its weights (one matrix product a layer instead of three), in eval mode."""
+    first = next(model.parameters(), None)
+    if dtype is None or first is None or first.dtype == dtype:
+        return model
+    twin = copy.deepcopy(model)
+    if hasattr(twin, "merge_and_unload"):  # a peft model: fold the adapter in
+        twin = twin.merge_and_unload()
+    return twin.to(dtype).eval()

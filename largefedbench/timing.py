@@ -1,0 +1,71 @@
+"""Where a seed's time goes: wall seconds per stage, each second counted once, in the innermost stage running.
+
+Library code wraps its expensive steps — ``with stage("generation"):`` around sampling, ``"embedding"``,
+``"clients"`` (a release's client computation, clipping and noise), ``"dpo"``, ``"sft"``, ``"downstream"`` (training
+the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads :func:`totals` before
+and after a seed (issue 26: the entry's ``costs.stage_seconds``). Stages nest: FID's embedding inside a POPri
+round counts as embedding, not twice. Time outside every stage is the rest (the method's own bookkeeping).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+F = TypeVar("F", bound=Callable)
+
+__all__ = ["STAGES", "stage", "stage_breakdown", "timed", "totals"]
+
+STAGES = ("generation", "embedding", "clients", "dpo", "sft", "downstream", "evaluation")
+
+_totals: dict[str, float] = defaultdict(float)
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Count the wall time of the block to ``name`` (less the time of stages nested inside it)."""
+    if name not in STAGES:
+        raise ValueError(f"unknown stage {name!r}; one of {', '.join(STAGES)}")
+    stack = _local.__dict__.setdefault("stack", [])
+    now = time.perf_counter()
+    if stack:  # pause the enclosing stage
+        outer, since = stack[-1]
+        _totals[outer] += now - since
+    stack.append([name, now])
+    try:
+        yield
+    finally:
+        now = time.perf_counter()
+        inner, since = stack.pop()
+        _totals[inner] += now - since
+        if stack:
+            stack[-1][1] = now  # the enclosing stage resumes
+
+
+def totals() -> dict[str, float]:
+    """Seconds spent in each stage so far in this process (subtract two readings for one seed)."""
+    return {name: _totals.get(name, 0.0) for name in STAGES}
+
+
+def timed(name: str) -> Callable[[F], F]:
+    """Decorator: every call of the function runs in :func:`stage` ``name``."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            with stage(name):
+                return fn(*args, **kwargs)
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+def stage_breakdown(before: dict[str, float], after: dict[str, float], wall_seconds: float) -> dict[str, float]:
+    """Seconds per stage between two :func:`totals` readings, and ``other``: the rest of ``wall_seconds``."""
+    out = {name: round(after.get(name, 0.0) - before.get(name, 0.0), 3) for name in STAGES}
+    out["other"] = round(max(0.0, wall_seconds - sum(out.values())), 3)
+    return out
