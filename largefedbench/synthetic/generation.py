@@ -165,20 +165,30 @@ NUCLEUS_TOP = 1024  # nucleus sampling sorts this many probabilities first (all 
 def nucleus_sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> torch.Tensor:
     """One token per row of ``logits`` [B, V]: greedy for ``temperature == 0``, else from softmax(logits / T)
     restricted to its nucleus — the most probable tokens whose probabilities before them sum to < ``top_p`` (HF's
-    top-p set; ``top_p = 1`` keeps every token) — by inverse CDF with one uniform draw per row."""
+    top-p set; ``top_p = 1`` keeps every token) — by inverse CDF with one uniform draw per row (drawn before any
+    row's path is chosen, so the stream does not depend on which rows needed the full sort)."""
     if temperature == 0:
         return logits.argmax(-1)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device)
     if top_p >= 1:
-        vals, idx = probs, None
-    else:
-        vals, idx = probs.topk(min(NUCLEUS_TOP, probs.shape[-1]), dim=-1)
-        if bool((vals.sum(-1) < top_p).any()):  # the nucleus may reach past the top ones: sort everything
-            vals, idx = probs.sort(dim=-1, descending=True)
+        return _inverse_cdf(probs, None, u)
+    vals, idx = probs.topk(min(NUCLEUS_TOP, probs.shape[-1]), dim=-1)
+    token = _inverse_cdf(vals, idx, u, top_p)
+    short = (vals.sum(-1) < top_p).nonzero().squeeze(-1)  # rows whose nucleus reaches past the top ones
+    if len(short):
+        full, order = probs[short].sort(dim=-1, descending=True)
+        token[short] = _inverse_cdf(full, order, u[short], top_p)
+    return token
+
+
+def _inverse_cdf(vals: torch.Tensor, idx: torch.Tensor | None, u: torch.Tensor, top_p: float = 1.0) -> torch.Tensor:
+    """The token at quantile ``u`` of each row of ``vals`` (descending probabilities, token ids ``idx``; None: the
+    row itself is the vocabulary), cut to the top-p nucleus when ``top_p < 1``."""
+    if top_p < 1:
         vals = vals * ((vals.cumsum(-1) - vals) < top_p)
     cdf = vals.cumsum(-1)
-    u = torch.rand((cdf.shape[0], 1), generator=generator, device=cdf.device) * cdf[:, -1:]
-    pick = torch.searchsorted(cdf, u).clamp_(max=cdf.shape[-1] - 1)
+    pick = torch.searchsorted(cdf, u * cdf[:, -1:]).clamp_(max=cdf.shape[-1] - 1)
     return (pick if idx is None else idx.gather(-1, pick)).squeeze(-1)
 
 
@@ -194,8 +204,11 @@ def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, t
     ids, mask = ids.to(device), mask.to(device)
     position = (mask.cumsum(-1) - 1).clamp_(min=0)
     cache = DynamicCache()
+    # the last position by index, not by slice: a sliced (non-contiguous) hidden state sends a bf16 LM head on a CPU
+    # through a batched matmul that copies the head's weight once per row (seconds per batch)
+    last = torch.tensor([ids.shape[1] - 1], device=device)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
-                   logits_to_keep=1).logits[:, -1]
+                   logits_to_keep=last).logits[:, -1]
     expand = torch.as_tensor(owner, device=device)
     if len(distinct) < len(rows):  # copy each prompt's cache to its samples
         cache.batch_select_indices(expand)
