@@ -666,9 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
                         "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
                         "same run; and the bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift).")
-    p.add_argument("--prompts", type=int, default=32, help="prompts per case (default 32)")
-    p.add_argument("--new-tokens", type=int, default=32, help="new tokens per sample (default 32)")
-    p.add_argument("--batch-sizes", default="8,32,64", help="comma-separated batch sizes (default 8,32,64)")
+    p.add_argument("--prompts", type=int, default=64, help="samples per case (default 64)")
+    p.add_argument("--new-tokens", type=int, default=48, help="new tokens per sample (default 48, the cpu presets')")
+    p.add_argument("--batch-sizes", default="16,64", help="comma-separated batch sizes (default 16,64)")
     p.add_argument("--fid-samples", type=int, default=256, help="samples per FID of the quality check (0: skip it)")
     p.add_argument("--dpo-pairs", type=int, default=8, help="preference pairs of the DPO timing (0: skip it)")
     p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import copy
 import os
+import weakref
 
 import torch
 
 from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError
 
-__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "generation_dtype", "inference_copy", "train_in_bf16"]
+__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "forget_copies", "generation_dtype", "inference_copy", "train_in_bf16"]
 
 ENV_VAR = "LFB_GENERATION_DTYPE"
 TRAINING_ENV_VAR = "LFB_TRAINING_DTYPE"
@@ -57,13 +58,33 @@ def train_in_bf16() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
+_copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (state key, dtype, its copy)
+
+
+def _state_key(model: torch.nn.Module) -> tuple:
+    """Changes whenever a parameter is replaced or modified in place (an optimizer step, ``load_state_dict``)."""
+    return tuple((p.data_ptr(), p._version) for p in model.parameters())
+
+
 def inference_copy(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:
     """``model`` itself when ``dtype`` is None or already its dtype; else a copy in ``dtype`` with any LoRA adapter
-    merged into its weights (one matrix product a layer instead of three), in eval mode."""
+    merged into its weights (one matrix product a layer instead of three), in eval mode. The copy is kept while the
+    model's parameters stay as they are (PE's generator never changes; POPri's changes every DPO epoch)."""
     first = next(model.parameters(), None)
     if dtype is None or first is None or first.dtype == dtype:
         return model
+    key = _state_key(model)
+    kept = _copies.get(model)
+    if kept is not None and kept[0] == key and kept[1] == dtype:
+        return kept[2]
     twin = copy.deepcopy(model)
     if hasattr(twin, "merge_and_unload"):  # a peft model: fold the adapter in
         twin = twin.merge_and_unload()
-    return twin.to(dtype).eval()
+    twin = twin.to(dtype).eval()
+    _copies[model] = (key, dtype, twin)
+    return twin
+
+
+def forget_copies() -> None:
+    """Drop every kept inference copy (a benchmark that times the copy, or to free memory)."""
+    _copies.clear()

@@ -102,3 +102,17 @@ def test_sampling_in_bf16_is_seeded_and_close_to_float32(tiny):
     assert a == generate_ids(model, tok, prompts, n_per_prompt=2, max_new_tokens=12, seed=3, dtype=torch.bfloat16)
     assert a != generate_ids(model, tok, prompts, n_per_prompt=2, max_new_tokens=12, seed=4, dtype=torch.bfloat16)
     assert next(model.parameters()).dtype == torch.float32  # sampling never touches the model's own weights
+
+
+def test_the_inference_copy_is_kept_until_a_parameter_changes(tiny):
+    _, bundle, _ = tiny
+    model = add_lora(bundle.new_generator(), rank=4, alpha=8, seed=0)
+    first = inference_copy(model, torch.bfloat16)
+    assert inference_copy(model, torch.bfloat16) is first  # unchanged: the kept copy
+    with torch.no_grad():
+        next(p for n, p in model.named_parameters() if "lora_B" in n).add_(0.5)  # what an optimizer step does
+    second = inference_copy(model, torch.bfloat16)
+    assert second is not first
+    ids = torch.tensor([[5, 17, 42]])
+    with torch.no_grad():
+        assert not torch.equal(first(input_ids=ids).logits, second(input_ids=ids).logits)
