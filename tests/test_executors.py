@@ -229,3 +229,50 @@ def test_a_watched_federation_runs_client_functions_on_both_executors(ray_execut
             fed._store  # noqa: B018 - reaching for the store is the violation
         assert len(violations) == 2
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_a_cached_embedding_file_is_read_block_by_block(tmp_path, version):
+    """`lfb eval --executor ray` stages the span embeddings from their cache file a block at a time (issue 26 item 5):
+    the blocks are the matrix's rows in order, each its own array of about the asked size."""
+    from largefedbench.models.embedder import npy_row_blocks
+
+    matrix = np.random.default_rng(0).normal(size=(23, 5)).astype(np.float32)
+    path = tmp_path / "train.npy"
+    with open(path, "wb") as fh:
+        np.lib.format.write_array(fh, matrix, version=version)
+    blocks = list(npy_row_blocks(path, block_bytes=4 * 5 * 4))  # 4 rows a block
+    assert [len(b) for b in blocks] == [4, 4, 4, 4, 4, 3]
+    np.testing.assert_array_equal(np.concatenate(blocks), matrix)
+    assert not any(np.shares_memory(a, b) for a in blocks for b in blocks if a is not b)
+    assert [len(b) for b in npy_row_blocks(path, block_bytes=1)] == [1] * 23  # at least a row
+    np.save(tmp_path / "cube.npy", np.zeros((2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="C-ordered matrix"):
+        next(npy_row_blocks(tmp_path / "cube.npy", block_bytes=64))
+
+
+def test_lfb_eval_on_ray_stages_the_embeddings_from_their_cache(tiny, tmp_path, monkeypatch):
+    """POPri reads span embeddings: with ``--executor ray`` they go to the executor block by block from the cache file
+    (never one matrix on the driver). The executor here is a local one standing in for Ray (a Ray cluster costs
+    minutes on a shared 2-core machine; ``stage_rows`` on Ray is checked above), so the run is the local run."""
+    import largefedbench.executors as executors
+    import largefedbench.models.embedder as embedder
+    from largefedbench.client_views import RowBlocks
+    from largefedbench.run.eval import EvalRequest, run_eval
+
+    staged = []
+
+    class StandIn(LocalExecutor):
+        def stage_rows(self, blocks):
+            staged.append(super().stage_rows(blocks))
+            return staged[-1]
+
+    monkeypatch.setattr(executors, "make_executor", lambda name, address=None: StandIn())
+    monkeypatch.setattr(executors, "BLOCK_BYTES", 256 * 4 * 64)  # several blocks even on the tiny snapshot
+    _fd, bundle, root = tiny
+    overrides = {"rounds": "1", "n_prompts": "6", "n_per_prompt": "3", "rejected_rank": "3", "n_final": "48"}
+    entry = run_eval(EvalRequest(method="popri", seeds=(0,), overrides=overrides, out=tmp_path, home=root, progress=False,
+                                 executor="ray"), log=lambda m: None).entry.to_json()
+    assert entry["privacy"]["epsilon"] <= 1.0 and len(staged) == 1 and isinstance(staged[0], RowBlocks)
+    matrix = embedder.span_embeddings(_fd, "train", bundle.embedder, bundle.embedder_id, root=root, progress=False)
+    assert len(staged[0].blocks) > 1 and np.array_equal(staged[0][0:len(matrix)], matrix)

@@ -20,7 +20,7 @@ from largefedbench.data.public_corpus import PublicCorpus, load_public_corpus
 from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, LfbError
 from largefedbench.models.device import get_device
-from largefedbench.models.embedder import describe_embedder, load_embedder, span_embeddings
+from largefedbench.models.embedder import describe_embedder, load_embedder, span_embedding_blocks, span_embeddings
 from largefedbench.models.gguf import prepare_gguf_model
 from largefedbench.models.hub import (
     HubLoadError,
@@ -106,6 +106,11 @@ class ModelBundle:
         """
         return span_embeddings(fd, split, self.embedder, self.embedder_id, root=root or self.root, batch_size=batch_size,
                                progress=progress)
+
+    def span_embedding_blocks(self, fd, split: str, *, block_bytes: int, progress: bool = True):
+        """:meth:`span_embeddings` block by block (each read from the cache on its own), for an executor to ship."""
+        return span_embedding_blocks(fd, split, self.embedder, self.embedder_id, block_bytes=block_bytes,
+                                     root=self.root, progress=progress)
 
     def describe(self) -> dict[str, Any]:
         """Model ids, revisions or content hashes and parameter counts, for leaderboard entries."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,46 @@ def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | 
     """Unit embeddings of every span of ``fd[split]`` (``all_spans()`` order), computed once and cached on disk."""
     return cached_embeddings(fd[split].all_spans(), embedder, embedding_cache_path(fd, split, embedder_id, root),
                              batch_size=batch_size, progress=progress)
+
+
+def span_embedding_blocks(fd, split: str, embedder, embedder_id: str, *, block_bytes: int, root: Path | str | None = None,
+                          batch_size: int = 64, progress: bool = True) -> Iterator[np.ndarray]:
+    """:func:`span_embeddings` as consecutive blocks of about ``block_bytes``, each read from the cache file on its
+    own (after computing the cache once if it is missing): a caller that ships each block away (Ray's object store)
+    never holds the whole matrix."""
+    path = embedding_cache_path(fd, split, embedder_id, root)
+    spans = fd[split].all_spans()
+    if not _cache_fits(path, len(spans)):
+        cached_embeddings(spans, embedder, path, batch_size=batch_size, progress=progress)
+    yield from npy_row_blocks(path, block_bytes)
+
+
+def _cache_fits(path: Path, rows: int) -> bool:
+    try:
+        return path.is_file() and np.load(path, mmap_mode="r", allow_pickle=False).shape[0] == rows
+    except (ValueError, OSError):
+        return False
+
+
+def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
+    """The rows of a 2-d ``.npy`` file in blocks of about ``block_bytes`` (at least a row), each read into its own
+    array."""
+    with open(path, "rb") as fh:
+        fmt = np.lib.format
+        version = fmt.read_magic(fh)
+        read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+        if read_header is None:
+            raise ValueError(f"{path} is a .npy file of format {version}; only 1.0 and 2.0 are read in blocks")
+        shape, fortran, dtype = read_header(fh)
+        if fortran or len(shape) != 2:
+            raise ValueError(f"{path} does not hold a C-ordered matrix")
+        step = max(1, int(block_bytes) // max(1, shape[1] * dtype.itemsize))
+        for lo in range(0, shape[0], step):
+            n = min(step, shape[0] - lo)
+            block = np.fromfile(fh, dtype=dtype, count=n * shape[1])
+            if block.size != n * shape[1]:
+                raise ValueError(f"{path} ends before its {shape[0]} rows")
+            yield block.reshape(n, shape[1])
 
 
 def corpus_embeddings(corpus, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,

@@ -290,8 +290,14 @@ class _Evaluator:
 
         embeddings = None
         if getattr(method_cls, "needs_span_embeddings", False):
-            vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             offsets = np.concatenate([[0], np.cumsum(self.prep.fd.train.span_counts())])
+            if self.prep.request.executor == "ray":  # block by block into the object store, never whole on the driver
+                from largefedbench.executors import BLOCK_BYTES
+
+                vectors = self._executor.stage_rows(self.bundle.span_embedding_blocks(
+                    self.prep.fd, "train", block_bytes=BLOCK_BYTES, progress=self.prep.request.progress))
+            else:
+                vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             embeddings = SpanEmbeddings(vectors, offsets)
         return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor,
                           noise_free=self.prep.request.noise_free)
