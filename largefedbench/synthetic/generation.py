@@ -7,7 +7,7 @@ left-padded by hand (the shared tokenizer's ``padding_side`` is never touched). 
 order of prompt length. Sampling is seeded by ``seed`` through its own ``torch.Generator``, so a call is
 deterministic for a given seed and batch size and leaves the global RNG untouched.
 
-The decode loop is ours, not HF ``generate``'s (measured 1.9× faster at the same dtype): each distinct prompt of
+The decode loop is ours, not HF ``generate``'s (1.6–3× faster in float32, docs/speed.md): each distinct prompt of
 a batch is prefilled once and its KV cache copied to its samples; the LM head runs on the last position only;
 nucleus sampling is exact but sorts only the top 1,024 probabilities (a full sort where those hold less than
 ``top_p``) and draws by inverse CDF, where HF sorts the whole vocabulary and draws with ``multinomial``. The model
