@@ -20,3 +20,10 @@ def test_lfb_sets_a_passive_openmp_wait_policy_unless_the_user_chose_one(monkeyp
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert main(["cutoffs", "--json"]) == 0
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_eval_rejects_a_bad_generation_dtype_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LFB_GENERATION_DTYPE", "fp16")
+    code = main(["eval", "--method", "popri", "--seeds", "0", "--out", str(tmp_path)])
+    assert code == 2 and "LFB_GENERATION_DTYPE='fp16'; choose one of float32, bfloat16" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -181,6 +181,10 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.executors import make_executor
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
+    from largefedbench.models.device import get_device
+    from largefedbench.models.precision import generation_dtype, train_in_bf16
+
+    generation_dtype(get_device(request.device)), train_in_bf16()  # a bad LFB_GENERATION/TRAINING_DTYPE stops here
     profile = get_profile(request.profile)
     public_spec = request.public or profile.public
     public_kind, _ = parse_public(public_spec)
