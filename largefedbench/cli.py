@@ -301,12 +301,11 @@ def cmd_bench_scale(args) -> int:
 
 def cmd_bench_llm(args) -> int:
     from largefedbench.bench.llm import format_table, run_llm_bench
+    from largefedbench.errors import InputError
 
     log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(f"lfb bench: {msg}", file=sys.stderr))
     for name in ("prompts", "new_tokens", "fid_samples", "dpo_pairs"):
         if getattr(args, name) < (1 if name in ("prompts", "new_tokens") else 0):
-            from largefedbench.errors import InputError
-
             raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
     report = run_llm_bench(prompts=args.prompts, new_tokens=args.new_tokens, batch_sizes=_batch_sizes(args.batch_sizes),
                            fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, root=args.home, log=log)

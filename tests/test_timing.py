@@ -20,9 +20,8 @@ def test_nested_stages_count_each_second_once_in_the_innermost():
     wall = time.perf_counter() - start
     after = timing.totals()
     spent = {k: after[k] - before[k] for k in timing.STAGES}
-    assert spent["generation"] == pytest.approx(0.1, abs=0.03)
-    assert spent["dpo"] == pytest.approx(0.1, abs=0.03)
-    assert sum(spent.values()) == pytest.approx(wall, abs=1e-3)  # nothing counted twice
+    assert spent["generation"] >= 0.1 and spent["dpo"] >= 0.1
+    assert sum(spent.values()) == pytest.approx(wall, abs=1e-3)  # nothing counted twice (nested: dpo would gain 0.1 s)
     breakdown = timing.stage_breakdown(before, after, wall + 0.5)
     assert breakdown["other"] == pytest.approx(0.5, abs=1e-2) and set(breakdown) == {*timing.STAGES, "other"}
 

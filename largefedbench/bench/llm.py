@@ -234,9 +234,9 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
                         "fraction_of_limit": best["fraction_of_limit"], "dtype": best["dtype"], "batch": best["batch"],
                         "speedup_over_hf": round(best["tokens_per_s"] / hf, 2)}
     instruction = build_prompts(corpus, 16, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=tok)
-    topics = build_prompts(corpus, 16, examples_per_prompt=3, rng=np.random.default_rng(1), prompt_format="continuation")
+    continuations = build_prompts(corpus, 16, rng=np.random.default_rng(1), prompt_format="continuation")
     log("quality: bf16 against float32 (greedy, teacher-forced)")
-    quality = bf16_agreement(model, tok, topics, new_tokens=32)
+    quality = bf16_agreement(model, tok, continuations, new_tokens=32)
     if fid_samples:
         log(f"quality: FID of {fid_samples} sampled continuations, float32 (2 seeds) and bf16")
         embedder, _ = load_embedder(PackagedEmbedder(), device="cpu")

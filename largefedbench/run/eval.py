@@ -184,7 +184,8 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.models.device import get_device
     from largefedbench.models.precision import generation_dtype, train_in_bf16
 
-    generation_dtype(get_device(request.device)), train_in_bf16()  # a bad LFB_GENERATION/TRAINING_DTYPE stops here
+    generation_dtype(get_device(request.device))  # a bad --device or LFB_GENERATION_DTYPE stops here,
+    train_in_bf16()  # and a bad LFB_TRAINING_DTYPE
     profile = get_profile(request.profile)
     public_spec = request.public or profile.public
     public_kind, _ = parse_public(public_spec)
