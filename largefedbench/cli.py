@@ -656,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", choices=["shortcut", "general"], default="shortcut",
                    help="shortcut: POPri's exact algebraic clipped sum (default); general: streamed score rows")
     p.add_argument("--seed", type=int, default=0)
-    _add_executor_flags(p)
+    _add_executor_flags(p, default="local")  # library client functions only: nothing to isolate
     p.add_argument("--json", action="store_true", help="print one JSON document (with a checksum of the noised sum)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench_scale)
@@ -719,9 +719,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    "(local C4 shards) or split (the snapshot's pre-window records; tiny's default)")
 
 
-def _add_executor_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="where client computations run: local (default) or ray (pip install 'largefedbench[ray]')")
+def _add_executor_flags(p: argparse.ArgumentParser, default: str = "process") -> None:
+    p.add_argument("--executor", choices=["process", "local", "ray"], default=default,
+                   help=f"where client computations run (default {default}): process (worker processes, so a client "
+                   "function cannot change what the method reads), local (in this process; built-in methods only) or "
+                   "ray (pip install 'largefedbench[ray]')")
     p.add_argument("--ray-address", help="join this Ray cluster (e.g. auto or ray://head:10001) instead of starting a "
                    "local one")
 

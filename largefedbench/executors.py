@@ -1,8 +1,17 @@
-"""Where client computations run: in this process (``local``, the default) or on a Ray cluster (``ray``).
+"""Where client computations run: in this process (``local``), in worker processes of this machine (``process``,
+what ``lfb eval``, ``lfb audit`` and ``lfb smoke`` use) or on a Ray cluster (``ray``).
 
 An executor runs :func:`largefedbench.client_views.clipped_chunk_sum` for every chunk of a cohort and yields the
 chunk results in chunk order; the federation adds them (in that order, so both executors give the same sum) and
 draws the noise once, on the driver.
+
+``process`` and ``ray`` isolate the method from its client functions: a client function runs on a copy of what it
+closes over, in another process, so whatever it keeps (a list it appends to, a module global, an attribute of the
+view) stays there; only the chunk's clipped sum comes back. ``process`` starts ``workers`` fresh interpreters once
+(``python -c``, not multiprocessing: a forked child of a process that ran torch's OpenMP pool hangs, and a spawned
+one would re-run the caller's script), ships each federation's client store to them
+once, and each ``private_sum`` call's task (the client function, pickled with cloudpickle, and the settings) once per
+worker; the workers run torch with the driver's thread count, so the sums equal ``local``'s bit for bit.
 
 ``ray`` (``pip install largefedbench[ray]``) starts a local cluster (``ray.init(num_cpus=2)``) unless given an
 address (``--ray-address``) to join. Nothing is serialised whole: the client split goes into the object store once
@@ -19,7 +28,11 @@ count, and this keeps the sums of both executors identical.
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import subprocess
 import sys
+import traceback
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -27,12 +40,12 @@ from typing import Any
 import numpy as np
 
 from largefedbench.client_views import ChunkResult, ChunkStore, ClientStore, RowBlocks, clipped_chunk_sum
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, MethodError
 
 #: the size of one block of span embeddings in the object store
 BLOCK_BYTES = 64 << 20
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "process", "ray")
 
 
 class LocalExecutor:
@@ -53,6 +66,199 @@ class LocalExecutor:
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         for indices in chunks:
             yield clipped_chunk_sum(store, indices, **task)
+
+
+def _driver_threads() -> int | None:
+    """torch's intra-op thread count on the driver, if the driver uses torch (workers match it: same float sums)."""
+    return sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+
+
+def _by_value_modules(pickler: Any, client_fn: Any) -> None:
+    """Workers import installed packages and largefedbench, but may not be able to import a module a client function
+    (or what it refers to) lives in: a method file given by path, a test. Such modules are pickled by value."""
+    names = {getattr(client_fn, "__module__", None), type(client_fn).__module__}
+    names |= {name for name, module in list(sys.modules.items()) if name.startswith("lfb_user_method_")}
+    for name in names:
+        module = sys.modules.get(name or "")
+        path = str(getattr(module, "__file__", "") or "")
+        if module is None or not path or name == "__main__" or name.split(".")[0] == "largefedbench" \
+                or "site-packages" in path or "dist-packages" in path:
+            continue
+        pickler.register_pickle_by_value(module)
+
+
+def _worker_main(inbox: int, outbox: int) -> None:
+    """A ``process`` worker (``python -c``, reading and writing the pipes ``inbox`` and ``outbox``): keeps the last
+    client store and task it was sent, runs chunks, returns their sums."""
+    from multiprocessing.connection import Connection
+
+    import cloudpickle
+
+    conn_in, conn = Connection(inbox, writable=False), Connection(outbox, readable=False)
+    store = task = None
+    while True:
+        try:
+            kind, body = pickle.loads(conn_in.recv_bytes())
+        except (EOFError, OSError):
+            return  # the driver went away
+        if kind == "stop":
+            return
+        try:
+            if kind == "store":
+                store = pickle.loads(body)
+                reply: tuple[str, Any] = ("ok", None)
+            elif kind == "task":
+                task, threads = cloudpickle.loads(body)
+                if threads is not None:
+                    import torch
+
+                    torch.set_num_threads(threads)
+                reply = ("ok", None)
+            else:
+                reply = ("ok", clipped_chunk_sum(store, body, **task))
+            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except BaseException as exc:  # noqa: BLE001 - whatever the client function raised goes back to the driver
+            text = traceback.format_exc()
+            try:
+                data = cloudpickle.dumps(("error", (exc, text)))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle goes back as its traceback
+                data = pickle.dumps(("error", (None, text)))
+        conn.send_bytes(data)
+
+
+class ProcessExecutor:
+    """Chunks in ``workers`` spawned processes of this machine; see the module docstring."""
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise InputError(f"workers={workers} must be at least 1 (client worker processes)")
+        self.workers = workers
+        self._procs: list[tuple[Any, Any]] = []  # (process, (its inbox, its outbox))
+        self._shipped: list[int | None] = []  # id of the store each worker holds
+        self._store_ref: ClientStore | None = None  # keeps that store alive, so its id is not reused
+
+    def start(self) -> None:
+        """Spawn the workers now rather than at the first release."""
+        if self._procs:
+            return
+        try:
+            import cloudpickle  # noqa: F401 - pickles client functions (closures, lambdas) for the workers
+        except ImportError:
+            raise InputError("--executor process needs cloudpickle: pip install 'largefedbench[train]'") from None
+        from multiprocessing.connection import Connection
+
+        threads = _driver_threads() or 1
+        n = self.workers or max(1, (os.cpu_count() or 1) // threads)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # what the driver imports from
+        for _ in range(n):
+            to_worker, from_worker = os.pipe(), os.pipe()
+            code = f"from largefedbench.executors import _worker_main; _worker_main({to_worker[0]}, {from_worker[1]})"
+            proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(to_worker[0], from_worker[1]), env=env)
+            os.close(to_worker[0])
+            os.close(from_worker[1])
+            inbox, outbox = Connection(to_worker[1], readable=False), Connection(from_worker[0], writable=False)
+            self._procs.append((proc, (inbox, outbox)))
+            self._shipped.append(None)
+
+    def prepare(self, store: ClientStore) -> None:
+        """Spawn the workers and ship ``store`` to them now."""
+        self.start()
+        self._ship_store(store)
+
+    def stage_rows(self, blocks: Iterable[np.ndarray]) -> RowBlocks:
+        """Blocks of rows kept in this process (and shipped with the client store)."""
+        return RowBlocks(list(blocks))
+
+    def _ship_store(self, store: ClientStore) -> None:
+        body = None
+        for w, (_, conn) in enumerate(self._procs):
+            if self._shipped[w] != id(store):
+                body = body or pickle.dumps(store, protocol=pickle.HIGHEST_PROTOCOL)
+                self._call(w, "store", body)
+                self._shipped[w] = id(store)
+        self._store_ref = store
+
+    def _send(self, w: int, kind: str, body: Any) -> None:
+        try:
+            self._procs[w][1][0].send_bytes(pickle.dumps((kind, body), protocol=pickle.HIGHEST_PROTOCOL))
+        except (BrokenPipeError, OSError):
+            self._died(w)
+
+    def _receive(self, w: int) -> Any:
+        import cloudpickle  # noqa: F401 - an exception pickled by value needs it to load
+
+        try:
+            status, value = pickle.loads(self._procs[w][1][1].recv_bytes())
+        except (EOFError, OSError):
+            self._died(w)
+        if status == "error":
+            exc, text = value
+            if isinstance(exc, Exception):
+                exc.add_note(f"(raised by a client function in a worker process)\n{text}")
+                raise exc
+            raise MethodError(f"a client function failed in a worker process:\n{text}")
+        return value
+
+    def _call(self, w: int, kind: str, body: Any) -> Any:
+        self._send(w, kind, body)
+        return self._receive(w)
+
+    def _died(self, w: int) -> None:
+        proc = self._procs[w][0]
+        try:
+            code = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.shutdown()
+        raise MethodError(f"a client worker process died (exit code {code}) while running a client function; if it "
+                          "ran out of memory, use smaller chunks (chunk_clients) or fewer workers") from None
+
+    def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
+        import cloudpickle
+
+        self.start()
+        self._ship_store(store)
+        _by_value_modules(cloudpickle, task.get("client_fn"))
+        try:
+            body = cloudpickle.dumps((task, _driver_threads()), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - what the client function holds decides whether it pickles
+            raise MethodError(f"the client function cannot be sent to a worker process ({type(exc).__name__}: {exc}); "
+                              "it must not hold open files, locks, generators or other process-bound state") from None
+        for w in range(len(self._procs)):
+            self._call(w, "task", body)
+        pending: deque[int] = deque()
+        for i, indices in enumerate(chunks):
+            w = i % len(self._procs)
+            if len(pending) == len(self._procs):  # each worker holds at most one chunk; results come in chunk order
+                yield self._receive(pending.popleft())
+            self._send(w, "chunk", np.asarray(indices))
+            pending.append(w)
+        while pending:
+            yield self._receive(pending.popleft())
+
+    def shutdown(self) -> None:
+        for _, (send, receive) in self._procs:
+            try:
+                send.send_bytes(pickle.dumps(("stop", None)))
+            except (BrokenPipeError, OSError):
+                pass
+            send.close()
+            receive.close()
+        for proc, _ in self._procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._procs, self._shipped, self._store_ref = [], [], None
+
+    def __del__(self) -> None:
+        try:
+            if self._procs:
+                self.shutdown()
+        except Exception:  # noqa: BLE001, S110 - at interpreter exit the workers end with their pipes anyway
+            pass
 
 
 def _ray_task(clients: ClientStore, indices: np.ndarray, task: dict[str, Any], threads: int | None, rows: Any,
@@ -143,22 +349,11 @@ class RayExecutor:
         self._start()
         self._shipped(store)
 
-    def _ship_by_value(self, client_fn: Any) -> None:
-        """Workers may not be able to import the module a client function lives in (a method file given by path, a
-        test): pickle such modules' functions by value. Installed packages and largefedbench are imported."""
-        for name in {getattr(client_fn, "__module__", None), type(client_fn).__module__}:
-            module = sys.modules.get(name or "")
-            path = str(getattr(module, "__file__", "") or "")
-            if module is None or not path or name == "__main__" or name.split(".")[0] == "largefedbench" \
-                    or "site-packages" in path or "dist-packages" in path:
-                continue
-            self._ray.cloudpickle.register_pickle_by_value(module)
-
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         ray = self._start()
-        self._ship_by_value(task.get("client_fn"))
+        _by_value_modules(self._ray.cloudpickle, task.get("client_fn"))
         (clients_ref, blocks), task_ref = self._shipped(store), ray.put(task)
-        threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
+        threads = _driver_threads()
         cpus = min(threads or 1, max(int(n["Resources"].get("CPU", 1)) for n in ray.nodes() if n["Alive"]))
         remote = self._remote.options(num_cpus=cpus)
         window = self.in_flight or int(ray.cluster_resources().get("CPU", 1)) // cpus + 1
@@ -186,15 +381,25 @@ class RayExecutor:
         self._ray, self._remote, self._stored = None, None, None
 
 
-Executor = LocalExecutor | RayExecutor
+Executor = LocalExecutor | ProcessExecutor | RayExecutor
+_SHARED: ProcessExecutor | None = None
+
+
+def shared_process_executor() -> ProcessExecutor:
+    """This process's one set of client workers, started on first use and kept (every run of a session reuses them:
+    a worker's start, an interpreter importing torch, costs seconds)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = ProcessExecutor()
+    return _SHARED
 
 
 def make_executor(name: str | None = "local", *, address: str | None = None) -> Executor:
-    """``local`` or ``ray`` (joining ``address`` if given)."""
-    if name in (None, "local"):
+    """``local``, ``process`` or ``ray`` (joining ``address`` if given)."""
+    if name in (None, "local", "process"):
         if address:
             raise InputError("--ray-address is only for --executor ray")
-        return LocalExecutor()
+        return shared_process_executor() if name == "process" else LocalExecutor()
     if name == "ray":
         return RayExecutor(address)
     raise InputError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")

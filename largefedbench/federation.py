@@ -224,6 +224,9 @@ class Federation:
                                  "variant yet (DP-FTRL's tree sums running totals); run the diagnostic on a method "
                                  "with Gaussian releases")
             mechanism = NoNoise()
+        if self.budget is not None and not self.noise_free:  # stop before a release that breaks the budget
+            self.budget.check_release(self.ledger.events, mechanism.events(sampling=cohort.sampling,
+                                                                           sample_rate=cohort.sample_rate))
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
@@ -233,6 +236,9 @@ class Federation:
                             noisy=noisy)
         return noisy
 
+    #: the run's ``PrivacyBudget`` (set by the harness): a release that would spend beyond it is refused before it
+    #: happens (``PrivacyBudget.check_release``)
+    budget: Any = None
     #: privacy auditing (``largefedbench.audit``): ``fn(client_ids, outputs) -> outputs`` lets canary clients return
     #: their canary vector as their client computation; the outputs are then clipped and noised like every other.
     client_outputs: Callable[[Sequence[str], Any], Any] | None = None

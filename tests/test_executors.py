@@ -1,4 +1,5 @@
-"""Executors: local and Ray give the same noised sums for the same seed (noise drawn once, on the driver)."""
+"""Executors: local, worker processes and Ray give the same noised sums for the same seed (noise drawn once, on the
+driver); in worker processes and on Ray a client function's side effects never reach the caller."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 from test_federation_private_sum import D, big_vector, small_split  # tests/ is on sys.path (rootdir conftest)
 
-from largefedbench.errors import InputError
-from largefedbench.executors import LocalExecutor, RayExecutor, make_executor
+from largefedbench.errors import InputError, MethodError
+from largefedbench.executors import LocalExecutor, ProcessExecutor, RayExecutor, make_executor
 from largefedbench.federation import Federation
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise
 from largefedbench.synthetic.scoring import PopriScores
@@ -15,8 +16,9 @@ from largefedbench.synthetic.scoring import PopriScores
 
 def test_make_executor_checks_its_input():
     assert isinstance(make_executor("local"), LocalExecutor) and isinstance(make_executor(None), LocalExecutor)
+    assert isinstance(make_executor("process"), ProcessExecutor)
     assert isinstance(make_executor("ray", address="auto"), RayExecutor)
-    with pytest.raises(InputError, match="local, ray"):
+    with pytest.raises(InputError, match="local, process, ray"):
         make_executor("dask")
     with pytest.raises(InputError, match="--ray-address"):
         make_executor("local", address="auto")
@@ -51,6 +53,52 @@ def test_local_and_ray_give_identical_sums_for_the_same_seed(ray_executor):
         np.testing.assert_array_equal(a, b)
     assert fed_local.ledger == fed_ray.ledger
     assert fed_ray.costs.rounds[0]["client_seconds"] > 0
+
+
+@pytest.fixture(scope="module")
+def process_executor():
+    executor = ProcessExecutor()
+    yield executor
+    executor.shutdown()
+
+
+def test_worker_processes_give_identical_sums_and_keep_what_a_client_function_keeps(process_executor):
+    local, fed_local = _releases(LocalExecutor())
+    isolated, fed_isolated = _releases(process_executor)
+    for a, b in zip(local, isolated):
+        np.testing.assert_array_equal(a, b)
+    assert fed_local.ledger == fed_isolated.ledger
+    kept: list[list[str]] = []
+
+    def keeps(view):  # the leak of issue 28: a client function appending what it sees to the caller's list
+        kept.append(view.spans)
+        return np.zeros(3)
+
+    clients, emb = small_split(12, seed=2)
+    for executor, expected in ((LocalExecutor(), 12), (process_executor, 0)):
+        kept.clear()
+        fed = Federation(clients, embeddings=emb, seed=0, executor=executor)
+        fed.private_sum(fed.everyone(), keeps, clip=1.0, mechanism=NoNoise())
+        assert len(kept) == expected
+
+
+def test_a_worker_processes_error_reaches_the_caller(process_executor):
+    clients, emb = small_split(6, seed=2)
+    fed = Federation(clients, embeddings=emb, seed=0, executor=process_executor)
+
+    def fails(view):
+        raise ValueError(f"no vector for {view.id}")
+
+    with pytest.raises(ValueError, match="no vector for") as info:
+        fed.private_sum(fed.everyone(), fails, clip=1.0, mechanism=NoNoise())
+    assert "worker process" in "".join(getattr(info.value, "__notes__", []))
+    import threading
+
+    lock = threading.Lock()
+    with pytest.raises(MethodError, match="cannot be sent to a worker process"):
+        fed.private_sum(fed.everyone(), lambda view: lock.locked() or np.zeros(3), clip=1.0, mechanism=NoNoise())
+    np.testing.assert_array_equal(  # the workers still serve the next call
+        fed.private_sum(fed.everyone(), lambda view: np.ones(3), clip=10.0, mechanism=NoNoise()), np.full(3, 6.0))
 
 
 def test_bench_scale_gives_the_same_checksum_on_both_executors(ray_executor):
@@ -196,6 +244,12 @@ def test_training_client_functions_give_the_same_sum_on_both_executors_and_any_c
     local = _training_release(TRAINING[name], bundle, clients, emb, LocalExecutor(), chunk_clients=3)
     remote = _training_release(TRAINING[name], bundle, clients, emb, ray_executor, chunk_clients=3)
     np.testing.assert_array_equal(local, remote)
+    workers = ProcessExecutor()
+    try:
+        isolated = _training_release(TRAINING[name], bundle, clients, emb, workers, chunk_clients=3)
+    finally:
+        workers.shutdown()
+    np.testing.assert_array_equal(local, isolated)
     for chunk in (1, N_TRAINING):  # other chunkings: only the order of the float additions changes
         other = _training_release(TRAINING[name], bundle, clients, emb, LocalExecutor(), chunk_clients=chunk)
         np.testing.assert_allclose(other, local, rtol=0, atol=1e-6 * np.abs(local).max())
@@ -216,7 +270,7 @@ def test_a_watched_federation_runs_client_functions_on_both_executors(ray_execut
                          zip(chunk.spans, chunk.metadata)]) + chunk.embeddings.sum() * 0
 
     outs = []
-    for executor in (LocalExecutor(), ray_executor):
+    for executor in (LocalExecutor(), ray_executor, ProcessExecutor(workers=1)):
         violations: list[str] = []
         fed = watch_federation(Federation(watched_private(clients, "fed._clients", violations), seed=1, executor=executor,
                                           embeddings=watched_private(emb, "fed._embeddings", violations)), violations)
@@ -229,6 +283,7 @@ def test_a_watched_federation_runs_client_functions_on_both_executors(ray_execut
             fed._store  # noqa: B018 - reaching for the store is the violation
         assert len(violations) == 2
     np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
 
 
 @pytest.mark.parametrize("version", [(1, 0), (2, 0)])

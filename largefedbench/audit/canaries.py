@@ -36,7 +36,8 @@ import numpy as np
 
 from largefedbench.errors import InputError
 
-__all__ = ["CANARY_PREFIX", "CanaryPlan", "canary_sentences", "text_scores", "update_scores", "with_canaries"]
+__all__ = ["CANARY_PREFIX", "CanaryPlan", "canary_sentences", "text_scores", "update_scores", "with_canaries",
+           "with_clients"]
 
 CANARY_PREFIX = "lfb-canary-"
 
@@ -137,34 +138,37 @@ class CanaryPlan:
 def with_canaries(split, plan: CanaryPlan):
     """A new :class:`ClientSplit`: ``split``'s clients followed by the included canaries (their spans are their
     secret sentences; other columns empty)."""
+    return with_clients(split, {plan.ids[j]: plan.texts(int(j)) for j in np.flatnonzero(plan.included)})
+
+
+def with_clients(split, clients: dict[str, list[str]]):
+    """A new :class:`ClientSplit`: ``split``'s clients followed by ``clients`` (id → spans; other columns empty)."""
     from datasets import concatenate_datasets
 
     from largefedbench.data.federated import ClientSplit
 
-    clash = [c for c in plan.ids if c in split]
+    clash = [c for c in clients if c in split]
     if clash:
         raise InputError(f"the split already has clients named like canaries ({clash[0]}); rename them")
-    inserted = np.flatnonzero(plan.included)
-    if not len(inserted):
+    if not clients:
         return ClientSplit(split.name, split.table)
-    return ClientSplit(split.name, concatenate_datasets([split.table, _canary_table(plan, inserted, split.table)]))
+    return ClientSplit(split.name, concatenate_datasets([split.table, _client_table(clients, split.table)]))
 
 
 def canary_split(plan: CanaryPlan, like):
     """Every canary, inserted or not, as a :class:`ClientSplit` with the columns of the split ``like``."""
     from largefedbench.data.federated import ClientSplit
 
-    return ClientSplit("canaries", _canary_table(plan, np.arange(plan.m), like.table))
+    return ClientSplit("canaries", _client_table({plan.ids[j]: plan.texts(j) for j in range(plan.m)}, like.table))
 
 
-def _canary_table(plan: CanaryPlan, indices: np.ndarray, like):
+def _client_table(clients: dict[str, list[str]], like):
     from datasets import Dataset
 
     rows = []
-    for j in indices:
-        spans = plan.texts(int(j))
+    for cid, spans in clients.items():
         row = {c: None for c in like.column_names}
-        row.update(id=plan.ids[j], spans=spans, n_spans=len(spans), n_tokens=sum(len(s.split()) for s in spans))
+        row.update(id=cid, spans=spans, n_spans=len(spans), n_tokens=sum(len(s.split()) for s in spans))
         rows.append(row)
     return Dataset.from_list(rows, features=like.features)
 

@@ -171,6 +171,9 @@ class EnvironmentSection(_Strict):
     packages: dict[str, str]
     git_commit: str | None
     hardware: dict[str, Any]
+    #: where client functions ran: process (worker processes: isolated from the method), ray, or local (in the
+    #: method's process; built-in methods only); None in entries written before issue 28
+    client_executor: Literal["process", "ray", "local"] | None = None
 
 
 class RunConfig(_Strict):

@@ -16,6 +16,7 @@ from typing import Any
 
 from largefedbench.leaderboard.check_audit import check_audit
 from largefedbench.leaderboard.check_counts import check_counts
+from largefedbench.leaderboard.check_leaks import check_leaks
 from largefedbench.leaderboard.check_metrics import check_metrics
 from largefedbench.leaderboard.check_paths import check_paths
 from largefedbench.leaderboard.check_privacy import check_privacy
@@ -150,6 +151,7 @@ def validate_entry_file(item: EntryFile) -> EntryReport:
     for check in (check_dataset, check_environment, check_privacy, check_metrics, check_counts, check_contamination):
         report.findings.extend(check(entry))
     report.findings.extend(check_audit(entry))
+    report.findings.extend(check_leaks(entry, data))
     report.reproduction, problems = check_record(item, entry)
     report.findings.extend(problems)
     if report.valid and len(entry.seeds) < MIN_RANKED_SEEDS:

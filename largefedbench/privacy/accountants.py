@@ -15,6 +15,10 @@
 opacus accountants are wrapped as ``dp_accounting.PrivacyAccountant`` subclasses so that every
 accountant can be composed with the same ``DpEvent`` and searched by
 ``dp_accounting.calibrate_dp_mechanism``.
+
+Every accountant is valid only for some (sampling, neighbouring relation) pairs, and a mismatch silently
+understates ε; :func:`check_assumptions` refuses the others with a message naming the pair (see
+:data:`SUPPORTED_PAIRS`, the pairs Flower's 2026 accountant also supports, and :data:`REFUSED_PAIRS`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.events import Event, GaussianEvent, TreeAggregationEvent, dp_accounting
 from largefedbench.privacy.rules import check_delta
 
-__all__ = ["ACCOUNTANTS", "compose_events", "epsilon_of", "make_accountant", "resolve_accountant"]
+__all__ = ["ACCOUNTANTS", "REFUSED_PAIRS", "SUPPORTED_PAIRS", "check_assumptions", "compose_events", "epsilon_of",
+           "make_accountant", "resolve_accountant"]
 
 ACCOUNTANTS: dict[str, str] = {
     "auto": "tree if the events include tree aggregation, else pld if they include a plain "
@@ -39,6 +44,52 @@ ACCOUNTANTS: dict[str, str] = {
     "pld": "dp_accounting privacy-loss-distribution accountant (add/remove one client)",
     "prv": "opacus PRV accountant (upper bound, eps_error=0.01)",
 }
+
+#: (sampling, relation) → why the accountants may account it, and the least sensitivity (in clip norms) it needs
+SUPPORTED_PAIRS: dict[tuple[str, str], tuple[str, float]] = {
+    ("poisson", "add_remove"): ("amplification by Poisson sampling is proven under add/remove-one, with sensitivity "
+                                "C (every accountant)", 1.0),
+    ("none", "add_remove"): ("no amplification claimed: a Gaussian release of sensitivity C (every accountant)", 1.0),
+    ("none", "replace_one"): ("no amplification claimed: replacing one client moves a clipped sum by up to 2C, so "
+                              "the noise must be calibrated for sensitivity 2C (every accountant)", 2.0),
+    ("fixed", "replace_special"): ("DP-FTRL's tree aggregation over a shuffled epoch, each client at most once per "
+                                   "tree (the tree accountant: dp_accounting RDP with REPLACE_SPECIAL)", 1.0),
+}
+#: (sampling, relation) → why no accountant here accounts it, and what to record instead
+REFUSED_PAIRS: dict[tuple[str, str], str] = {
+    ("poisson", "replace_one"): "amplification by Poisson sampling is accounted under add/remove-one; record the "
+                                "release as add_remove",
+    ("fixed", "add_remove"): "a fixed-size cohort drawn without replacement has no add/remove amplification bound (the "
+                             "PLD accountant has no sampled-without-replacement event); record it with sampling 'none' "
+                             "(no amplification)",
+    ("fixed", "replace_one"): "sampling without replacement under replace-one (sensitivity 2C) is not accounted here "
+                              "yet; record it with sampling 'none' and sensitivity 2",
+}
+
+
+def check_assumptions(events: Iterable[Event], accountant: str) -> None:
+    """Raise PrivacyError for an event whose (sampling, relation) pair or sensitivity ``accountant`` cannot account."""
+    for event in events:
+        pair = (event.sampling, event.relation)
+        name = f"{type(event).__name__} (sampling {pair[0]!r}, relation {pair[1]!r})"
+        if pair not in SUPPORTED_PAIRS:
+            why = REFUSED_PAIRS.get(pair, "no accountant here was proven for it")
+            supported = "; ".join(f"{s} + {r}" for s, r in SUPPORTED_PAIRS)
+            raise PrivacyError(f"the ledger holds a {name}, which cannot be accounted: {why}. Supported pairs: "
+                               f"{supported}.")
+        tree = isinstance(event, TreeAggregationEvent)
+        if tree != (pair == ("fixed", "replace_special")):
+            raise PrivacyError(f"the ledger holds a {name}: only tree aggregation is accounted with sampling 'fixed' "
+                               "and relation 'replace_special', and tree aggregation only so.")
+        least = SUPPORTED_PAIRS[pair][1]
+        if event.sensitivity < least:
+            raise PrivacyError(f"the ledger holds a {name} calibrated for sensitivity {event.sensitivity:g}·C, but "
+                               f"under {pair[1]} one client can move the sum by {least:g}·C: "
+                               f"{SUPPORTED_PAIRS[pair][0]}.")
+        if tree and accountant in ("pld", "prv"):
+            raise PrivacyError(f"the {accountant!r} accountant cannot account DP-FTRL tree aggregation (relation "
+                               "replace_special); use accountant='tree' (or 'rdp' or 'auto').")
+
 
 #: eps_error of the PRV accountant: its reported upper bound is at most this far above the estimate.
 PRV_EPS_ERROR = 0.01
@@ -130,6 +181,7 @@ def _opacus_accountant_class():
 def make_accountant(name: str, events: Sequence[Event] = ()):
     """A fresh ``dp_accounting.PrivacyAccountant`` for accountant ``name`` and these events."""
     name = resolve_accountant(events, name)
+    check_assumptions(events, name)
     dpa = dp_accounting()
     if name == "tree" or (name == "rdp" and any(isinstance(e, TreeAggregationEvent) for e in events)):
         return dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_SPECIAL)
@@ -147,6 +199,7 @@ def epsilon_of(events: Iterable[Event], delta: float, accountant: str = "auto") 
     """ε spent by ``events`` at ``delta`` under ``accountant`` (see ``ACCOUNTANTS``)."""
     events = list(events)
     name = resolve_accountant(events, accountant)
+    check_assumptions(events, name)
     delta = check_delta(delta)
     if not events:
         return 0.0

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, Union
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.accountants import compose_events, epsilon_of, make_accountant, resolve_accountant
 from largefedbench.privacy.events import EVENT_TYPES, Event, PoissonGaussianEvent, dp_accounting
-from largefedbench.privacy.rules import check_delta, check_delta_for_clients, positive_int
+from largefedbench.privacy.rules import BUDGET_SLACK, check_delta, check_delta_for_clients, over_budget, positive_int
 
 __all__ = ["Plan", "PrivacyBudget", "calibrate_noise_multiplier", "check_target", "MIN_NOISE_MULTIPLIER"]
 
@@ -230,3 +230,20 @@ class PrivacyBudget:
                 "data, so there is no noise multiplier to calibrate."
             )
         return calibrate_noise_multiplier(plan, self.epsilon, self.delta, accountant=accountant, tol=tol)
+
+    def check_release(self, spent: Sequence[Event], release: Sequence[Event], *, accountant: str = "auto") -> None:
+        """Refuse a release (its ``release`` events) that would take the ledger (``spent`` events so far) over this
+        budget beyond the calibration slack: the run stops before the release instead of finishing over budget."""
+        if self.is_non_private or not release:
+            return
+        planned = [*spent, *release]
+        name = resolve_accountant(planned, accountant)
+        after = epsilon_of(planned, self.delta, name)
+        if over_budget(after, self.epsilon):
+            before = epsilon_of(list(spent), self.delta, name) if spent else 0.0
+            raise PrivacyError(
+                f"this release would bring ε to {after:.4g} at δ = {self.delta:g} ({name} accountant; ε = {before:.4g} "
+                f"before it), over the budget ε = {self.epsilon:g} (+{BUDGET_SLACK:.0%} calibration slack): the run "
+                "stops before releasing. Calibrate σ for every release the method makes, e.g. "
+                "budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=q, steps=rounds), n_clients=fed.n_clients)."
+            )

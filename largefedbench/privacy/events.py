@@ -6,6 +6,14 @@ often. ``to_dict``/``from_dict`` give a JSON-able form; ``to_dp_event`` gives th
 
 A noise multiplier of 0 means "no noise" (the non-private reference); such an event maps to
 ``NonPrivateDpEvent`` and every accountant reports ε = ∞ for it.
+
+Every event also states what its accounting assumes (issue 28): the neighbouring ``relation`` (``add_remove``
+one client, ``replace_one`` client, or dp_accounting's ``replace_special`` for tree aggregation), the ``sampling``
+of the released cohort (``poisson``, ``fixed``-size without replacement, or ``none``: no amplification claimed)
+and the L2 ``sensitivity`` the noise was calibrated for, in units of the clip norm (the noise std is σ·clip, so
+the accountant sees σ / sensitivity). Accountants refuse the pairs they cannot account for
+(:func:`largefedbench.privacy.accountants.check_assumptions`). Ledgers written before these fields existed read
+back with the assumptions those releases made (each class's defaults).
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from largefedbench.errors import PrivacyError
 from largefedbench.privacy.rules import positive_int
 
 __all__ = [
+    "ASSUMPTION_FIELDS",
+    "RELATIONS",
+    "EVENT_SAMPLINGS",
     "PoissonGaussianEvent",
     "TreeAggregationEvent",
     "GaussianEvent",
@@ -72,6 +83,33 @@ def _sample_rate(value: Any) -> float:
     return q
 
 
+#: neighbouring relations: add or remove one client; replace one client; dp_accounting's REPLACE_SPECIAL (a client's
+#: contributions replaced by a special value: how tree aggregation is accounted)
+RELATIONS = ("add_remove", "replace_one", "replace_special")
+#: how the released cohort was drawn: Poisson (amplification by sampling), fixed size without replacement, or none
+#: (everyone, or no amplification claimed)
+EVENT_SAMPLINGS = ("poisson", "fixed", "none")
+#: the fields that state an event's assumptions (older ledgers lack them: their class defaults apply)
+ASSUMPTION_FIELDS = ("relation", "sampling", "sensitivity")
+
+
+def _assumptions(event: Any) -> None:
+    if event.relation not in RELATIONS:
+        raise PrivacyError(f"relation={event.relation!r}: a ledger event's neighbouring relation is one of "
+                           f"{', '.join(RELATIONS)}.")
+    if event.sampling not in EVENT_SAMPLINGS:
+        raise PrivacyError(f"sampling={event.sampling!r}: a ledger event's sampling is one of "
+                           f"{', '.join(EVENT_SAMPLINGS)}.")
+    try:
+        sensitivity = float(event.sensitivity)
+    except (TypeError, ValueError):
+        raise PrivacyError(f"sensitivity must be a number (in clip norms), got {event.sensitivity!r}.") from None
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise PrivacyError(f"sensitivity must be finite and > 0 (the L2 sensitivity in clip norms: 1 for add/remove, "
+                           f"2 for replace-one), got {event.sensitivity!r}.")
+    event._set("sensitivity", sensitivity)
+
+
 class _EventBase:
     """Shared JSON form, merging and re-noising for the frozen event dataclasses below."""
 
@@ -93,12 +131,17 @@ class _EventBase:
             )
         names = {f.name for f in fields(cls)}
         given = set(data) - {"type"}
-        if given != names:
+        if not (given <= names and names - given <= set(ASSUMPTION_FIELDS)):
             raise PrivacyError(
                 f"a {cls.type_name!r} ledger event needs exactly the fields {sorted(names)}, "
                 f"got {sorted(given)}; the ledger file is damaged or from another version."
             )
-        return cls(**{name: data[name] for name in names})
+        return cls(**{name: data[name] for name in names & given})
+
+    @property
+    def accounted_noise_multiplier(self) -> float:
+        """σ / sensitivity: the noise std in units of what one client can change (what the accountant sees)."""
+        return self.noise_multiplier / self.sensitivity
 
     def with_noise_multiplier(self, noise_multiplier: float):
         """The same event with another σ (used to calibrate σ for a planned event)."""
@@ -122,6 +165,9 @@ class PoissonGaussianEvent(_EventBase):
     noise_multiplier: float
     sample_rate: float
     steps: int = 1
+    relation: str = "add_remove"
+    sampling: str = "poisson"
+    sensitivity: float = 1.0
 
     type_name: ClassVar[str] = "poisson_gaussian"
     dp_event_form: ClassVar[str] = (
@@ -133,12 +179,13 @@ class PoissonGaussianEvent(_EventBase):
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
         self._set("sample_rate", _sample_rate(self.sample_rate))
         self._set("steps", positive_int("steps", self.steps))
+        _assumptions(self)
 
     def to_dp_event(self):
         dpa = dp_accounting()
         if self.noise_multiplier == 0:
             return dpa.NonPrivateDpEvent()
-        inner = dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.noise_multiplier))
+        inner = dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.accounted_noise_multiplier))
         return dpa.SelfComposedDpEvent(inner, self.steps)
 
 
@@ -150,6 +197,9 @@ class TreeAggregationEvent(_EventBase):
     noise_multiplier: float
     rounds_per_epoch: int
     epochs: int = 1
+    relation: str = "replace_special"
+    sampling: str = "fixed"
+    sensitivity: float = 1.0
 
     type_name: ClassVar[str] = "tree_aggregation"
     dp_event_form: ClassVar[str] = (
@@ -161,12 +211,13 @@ class TreeAggregationEvent(_EventBase):
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
         self._set("rounds_per_epoch", positive_int("rounds_per_epoch", self.rounds_per_epoch))
         self._set("epochs", positive_int("epochs", self.epochs))
+        _assumptions(self)
 
     def to_dp_event(self):
         dpa = dp_accounting()
         if self.noise_multiplier == 0:
             return dpa.NonPrivateDpEvent()
-        inner = dpa.SingleEpochTreeAggregationDpEvent(self.noise_multiplier, self.rounds_per_epoch)
+        inner = dpa.SingleEpochTreeAggregationDpEvent(self.accounted_noise_multiplier, self.rounds_per_epoch)
         return dpa.SelfComposedDpEvent(inner, self.epochs)
 
 
@@ -177,6 +228,9 @@ class GaussianEvent(_EventBase):
 
     noise_multiplier: float
     count: int = 1
+    relation: str = "add_remove"
+    sampling: str = "none"
+    sensitivity: float = 1.0
 
     type_name: ClassVar[str] = "gaussian"
     dp_event_form: ClassVar[str] = "SelfComposedDpEvent(GaussianDpEvent(noise_multiplier), count)"
@@ -185,12 +239,13 @@ class GaussianEvent(_EventBase):
     def __post_init__(self) -> None:
         self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
         self._set("count", positive_int("count", self.count))
+        _assumptions(self)
 
     def to_dp_event(self):
         dpa = dp_accounting()
         if self.noise_multiplier == 0:
             return dpa.NonPrivateDpEvent()
-        return dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(self.noise_multiplier), self.count)
+        return dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(self.accounted_noise_multiplier), self.count)
 
 
 Event = Union[PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent]

@@ -137,7 +137,8 @@ class Audit:
             extra = [s for j in np.flatnonzero(plan.included) for s in plan.texts(int(j))]
             vectors = np.concatenate([base, embed(extra, ev.bundle.embedder).astype(base.dtype)]) if extra else base
             embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(split.span_counts())]))
-        fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free)
+        fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free,
+                         executor=getattr(ev, "executor", None))
         if plan.kind == "update":
             fed.client_outputs = plan.federation_hook(self._clip)
         elif plan.pool and embeddings is not None:  # canaries scored against every noised sum the method releases

@@ -80,7 +80,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
         metrics=_metrics(results, reference_public, reference_non_private, reference_generator_only, novel),
         costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
-        environment=EnvironmentSection(**environment()),
+        environment=EnvironmentSection(**environment(), client_executor=prep.request.executor),
         seeds=[r.seed for r in results],
         config=RunConfig(method=config_to_dict(prep.config), preset=prep.preset, overrides=dict(prep.request.overrides),
                          profile=prep.profile.name,

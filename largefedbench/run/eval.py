@@ -59,7 +59,7 @@ class EvalRequest:
     out: Path = Path("leaderboard")  # the board folder the entry is written under
     home: Path | None = None  # the LargeFedBench home instead of $LFB_HOME (snapshots, model and reference caches)
     device: str | None = None
-    executor: str = "local"  # where client computations of Federation.private_sum run: local or ray
+    executor: str = "process"  # where client computations of Federation.private_sum run: process, local or ray
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
     public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
@@ -181,6 +181,10 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.executors import make_executor
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
+    if request.executor == "local" and method.source != "built-in":
+        raise InputError(f"--executor local runs client functions in the method's own process, where what they keep "
+                         f"can reach train(); {method_cls.name!r} is not a built-in method, so its client functions "
+                         "run in worker processes: drop --executor local (or use --executor ray)")
     from largefedbench.models.device import get_device
     from largefedbench.models.precision import generation_dtype, train_in_bf16
 
@@ -286,12 +290,17 @@ class _Evaluator:
             train_downstream=lambda texts: self.train_on(texts, seed), corpus=self.bundle.public_corpus,
         )
 
-    def federation(self, method_cls: type, seed: int):
+    @property
+    def executor(self):
+        """The run's executor, made on first use and kept for every seed (one Ray cluster, one set of workers)."""
         from largefedbench.executors import make_executor
-        from largefedbench.federation import Federation, SpanEmbeddings
 
-        if getattr(self, "_executor", None) is None:  # one executor (one Ray cluster) for every seed
+        if getattr(self, "_executor", None) is None:
             self._executor = make_executor(self.prep.request.executor, address=self.prep.request.ray_address)
+        return self._executor
+
+    def federation(self, method_cls: type, seed: int):
+        from largefedbench.federation import Federation, SpanEmbeddings
 
         embeddings = None
         if getattr(method_cls, "needs_span_embeddings", False):
@@ -299,12 +308,12 @@ class _Evaluator:
             if self.prep.request.executor == "ray":  # block by block into the object store, never whole on the driver
                 from largefedbench.executors import BLOCK_BYTES
 
-                vectors = self._executor.stage_rows(self.bundle.span_embedding_blocks(
+                vectors = self.executor.stage_rows(self.bundle.span_embedding_blocks(
                     self.prep.fd, "train", block_bytes=BLOCK_BYTES, progress=self.prep.request.progress))
             else:
                 vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             embeddings = SpanEmbeddings(vectors, offsets)
-        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self._executor,
+        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self.executor,
                           noise_free=self.prep.request.noise_free)
 
     # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed)
@@ -380,6 +389,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     cls, budget = prep.method_cls, prep.budget
     seed_dir.mkdir(parents=True, exist_ok=True)
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
+    fed.budget = budget  # a release that would break the budget stops the run before it happens
     public = ev.public_resources(seed, seed_dir)
     log(f"seed {seed}: running {cls.name}")
     stages_before = timing.totals()

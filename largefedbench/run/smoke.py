@@ -4,12 +4,23 @@ It checks that the method follows the contract, that it reaches private data onl
 never the test clients), that every DP release went through the ledger (a private method's ledger is not empty
 and its ε fits the budget), and that two runs with one seed agree. The first run on a machine builds the demo
 snapshot and the tiny models (a minute or two, cached); after that a smoke run takes seconds.
+
+It also tries the ways out of the federation that the guards cannot watch. The method runs three times: twice with
+its client functions in worker processes (as `lfb eval` runs it) and once with them in this process; a client
+function that keeps what it sees (in a closure, a module global, the view) changes what the method reads only in
+this process, so the results differ ("isolation"). And a few canary clients, whose spans are secret random words,
+join the train split: after the runs every output (the artifact's texts, info, history and model, the method class,
+the run and board folders, the temp folder) is searched for those words and for any private word run
+(:mod:`largefedbench.data.private_text`) ("leaks").
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from largefedbench.data.private_text import LeakSearch, PrivateRuns, canary_texts
 from largefedbench.leaderboard.check_privacy import BUDGET_SLACK
 from largefedbench.leaderboard.schema import is_safe_id
 from largefedbench.run.guards import WatchedSnapshot, watch_federation, watched_private
@@ -25,6 +37,8 @@ from largefedbench.run.guards import WatchedSnapshot, watch_federation, watched_
 WEIGHT_ATOL = 1e-6
 #: a smoke run slower than this gets a note: `Config.tiny()` should stay CPU-sized
 SLOW_SECONDS = 60.0
+#: canary clients added to the train split (their spans are secret random words)
+SMOKE_CANARIES = 3
 
 
 @dataclass(frozen=True)
@@ -94,23 +108,47 @@ def _check_contract(report: SmokeReport, method: str) -> type | None:
     return cls
 
 
-def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path) -> _Run:
+@dataclass(frozen=True)
+class _Clients:
+    """The train split the smoke runs use (the demo's, plus the canary clients) and its span embeddings."""
+
+    split: Any
+    embeddings: Any  # SpanEmbeddings or None
+    canaries: dict[str, list[str]]
+
+
+def _clients(prep, bundle, cls: type) -> _Clients:
     import numpy as np
 
-    from largefedbench.contract import PublicResources
-    from largefedbench.federation import Federation, SpanEmbeddings
+    from largefedbench.audit.canaries import with_clients
+    from largefedbench.federation import SpanEmbeddings
+    from largefedbench.models import embed
 
-    run = _Run()
-    cls, fd = prep.method_cls, prep.fd
+    rng = np.random.default_rng(secrets.randbits(64))  # new secrets on every smoke: no two runs share canaries
+    canaries = {f"lfb-smoke-canary-{j}": spans for j, spans in enumerate(canary_texts(rng, SMOKE_CANARIES))}
+    split = with_clients(prep.fd.train, canaries)
     embeddings = None
     if getattr(cls, "needs_span_embeddings", False):
-        vectors = bundle.span_embeddings(fd, "train", progress=False)
-        offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-        embeddings = watched_private(SpanEmbeddings(vectors, offsets), "fed._embeddings", run.violations)
-    fed = watch_federation(Federation(watched_private(fd.train, "fed._clients", run.violations), seed=seed,
-                                      embeddings=embeddings), run.violations)
+        base = bundle.span_embeddings(prep.fd, "train", progress=False)
+        extra = embed([t for spans in canaries.values() for t in spans], bundle.embedder).astype(base.dtype)
+        offsets = np.concatenate([[0], np.cumsum(split.span_counts())])
+        embeddings = SpanEmbeddings(np.concatenate([base, extra]), offsets)
+    return _Clients(split, embeddings, canaries)
+
+
+def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path, clients: _Clients, executor: Any) -> _Run:
+    from largefedbench.contract import PublicResources
+    from largefedbench.federation import Federation
+
+    run = _Run()
+    cls = prep.method_cls
+    embeddings = None if clients.embeddings is None else watched_private(clients.embeddings, "fed._embeddings",
+                                                                           run.violations)
+    fed = watch_federation(Federation(watched_private(clients.split, "fed._clients", run.violations), seed=seed,
+                                      embeddings=embeddings, executor=executor), run.violations)
+    fed.budget = prep.budget  # a release that would break the budget stops the run, as in lfb eval
     public = PublicResources(
-        fd=WatchedSnapshot(fd, run.violations), models=bundle, seed=seed, run_dir=run_dir, progress=False,
+        fd=WatchedSnapshot(prep.fd, run.violations), models=bundle, seed=seed, run_dir=run_dir, progress=False,
         validation_accuracy=lambda m: evaluator.accuracy(m, evaluator.validation_texts),
         train_downstream=lambda texts: evaluator.train_on(texts, seed),
     )
@@ -187,22 +225,105 @@ def _check_ledger(report: SmokeReport, prep, run: _Run) -> None:
                f"({accountant}) {'≤' if ok else '>'} target {budget.epsilon:g} (+{BUDGET_SLACK:.0%})")
 
 
-def _check_same(report: SmokeReport, a: _Run, b: _Run) -> None:
+def _differences(a: _Run, b: _Run) -> list[str]:
+    """How two runs' results differ (errors, ledgers, costs, artifacts); empty when they agree."""
+    if a.error or b.error:
+        return [] if a.error == b.error else [f"one run raised ({a.error or b.error}), the other "
+                                              + ("did not" if not (a.error and b.error) else f"raised {b.error}")]
     problems = []
     if a.ledger != b.ledger:
         problems.append("the privacy ledgers differ")
     if a.costs != b.costs:
         problems.append("the communication costs differ")
     x, y = a.artifact, b.artifact
-    if x.kind == "synthetic text" and x.texts != y.texts:
-        problems.append("the synthetic texts differ")
-    if x.kind == "model":
+    if type(x) is not type(y) or getattr(x, "kind", None) != getattr(y, "kind", None):
+        return [*problems, "the artifacts differ in kind"]
+    if getattr(x, "kind", None) == "synthetic text" and x.texts != y.texts:
+        n, m = len(x.texts or ()), len(y.texts or ())
+        problems.append("the synthetic texts differ" + (f" ({n} against {m} texts)" if n != m else ""))
+    if getattr(x, "kind", None) == "model" and callable(getattr(x.model, "state_dict", None)):
         gap = _weights_gap(x.model, y.model)
         if gap > WEIGHT_ATOL:
             problems.append(f"the model weights differ by up to {gap:.3g} (tolerance {WEIGHT_ATOL:g})")
+    return problems
+
+
+def _check_same(report: SmokeReport, a: _Run, b: _Run) -> bool:
+    problems = _differences(a, b)
     detail = "; ".join(problems) + ": draw randomness from public.rng(...) / the seed, never from global RNG state" \
         if problems else "two runs with the same seed gave the same ledger, costs and artifact"
-    report.add("determinism", not problems, detail)
+    return report.add("determinism", not problems, detail)
+
+
+def _check_isolated(report: SmokeReport, isolated: _Run, in_process: _Run) -> bool:
+    problems = _differences(isolated, in_process)
+    detail = ("the client function changed state the method reads: with client functions in worker processes "
+              "(as lfb eval runs them) and in this process the results differ — " + "; ".join(problems) +
+              ". A client function may only return its vector; what it keeps (a list it appends to, a global, an "
+              "attribute of the view or of the method) must not reach train()") if problems else \
+        "client functions in worker processes and in this process gave the same results"
+    return report.add("isolation", not problems, detail)
+
+
+def _search_leaks(prep, clients: _Clients, runs: list[_Run], folders: list[Path], since: float,
+                  cls: type) -> LeakSearch:
+    """Every output of the runs searched for private word runs and the canaries' secret words."""
+    fd = prep.fd
+    readable = [t for split in ("public", "validation") for t in fd[split].all_spans()]
+    private = [t for spans in clients.canaries.values() for t in spans] + fd.train.all_spans()
+    search = LeakSearch(PrivateRuns(private, readable), [w for spans in clients.canaries.values()
+                                                         for t in spans for w in t.split()])
+    for k, run in enumerate(runs, 1):
+        a = run.artifact
+        if a is None:
+            continue
+        texts = getattr(a, "texts", None)
+        if isinstance(texts, (list, tuple)):
+            search.texts(texts, f"run {k}: artifact.texts")
+        search.value(getattr(a, "info", None), f"run {k}: artifact.info")
+        search.value(getattr(a, "history", None), f"run {k}: artifact.history")
+        model = getattr(a, "model", None)
+        if model is not None:
+            search.value(_model_strings(model), f"run {k}: artifact.model")
+    search.value({k: v for k, v in vars(cls).items() if isinstance(v, (str, list, tuple, dict))},
+                 f"the method class {cls.__name__}")
+    for folder in folders:
+        search.folder(folder)
+    system_tmp = Path(tempfile.gettempdir())  # files another process (a worker) left there during the runs:
+    canaries_only = LeakSearch(None, search.canaries)  # its secrets only (other jobs share the folder)
+    canaries_only.folder(system_tmp, newer_than=since, depth=2)
+    search.leaks += canaries_only.leaks
+    return search
+
+
+def _model_strings(model: Any) -> dict[str, Any]:
+    """The strings a model carries: its config and the plain attributes of each of its modules."""
+    out: dict[str, Any] = {}
+    config = getattr(model, "config", None)
+    if hasattr(config, "to_dict"):
+        out["config"] = config.to_dict()
+    modules = model.named_modules() if callable(getattr(model, "named_modules", None)) else [("", model)]
+    for name, module in modules:
+        plain = {k: v for k, v in vars(module).items()
+                 if isinstance(v, (str, list, tuple, dict)) and not k.startswith("_")}
+        if plain:
+            out[name or "model"] = plain
+    return out
+
+
+def _check_leaks(report: SmokeReport, search: LeakSearch) -> None:
+    if search.leaks:
+        places: dict[str, Any] = {}  # one leak per place (the runs and the rows of one output are one place)
+        for leak in search.leaks:
+            places.setdefault(re.sub(r"^run \d+: |\[\d+\]", "", leak.where), leak)
+        shown = "; ".join(str(leak) for leak in list(places.values())[:4])
+        more = f" (and {len(places) - 4} more places)" if len(places) > 4 else ""
+        report.add("leaks", False, f"private client text left the federation other than as a noised sum: {shown}"
+                   f"{more}. Only fed.private_sum's noised result may depend on the clients")
+        return
+    n = search.runs.n if search.runs is not None else 0
+    report.add("leaks", True, f"no private {n}-word run and no canary secret in {len(search.searched)} outputs "
+               "(texts, info, history, model, class, run, board and temp folders)")
 
 
 def smoke(method: str, *, epsilon: float | None = None, delta: float | None = None,
@@ -223,6 +344,9 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     if cls is None:
         return report
     report.method = cls.name
+    from largefedbench.executors import LocalExecutor, ProcessExecutor
+
+    since = time.time()
     with tempfile.TemporaryDirectory(prefix="lfb-smoke-") as tmp:
         try:
             prep = prepare(EvalRequest(method=method, dataset=dataset, epsilon=epsilon, delta=delta, profile="tiny",
@@ -234,22 +358,45 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
         log("loading the demo snapshot's tiny models (built and cached on first use)")
         bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, home=home)
         evaluator = _Evaluator(prep, bundle, log)
+        clients = _clients(prep, bundle, cls)
+        workers = ProcessExecutor()
         runs = []
-        for k in (1, 2):
-            log(f"run {k} of 2 with seed {seed}")
-            runs.append(_run_once(prep, bundle, evaluator, seed, Path(tmp) / f"run-{k}"))
+        own_tmp = Path(tmp) / "tmp"
+        own_tmp.mkdir()
+        # the temp files of the method and of its workers (started below) land in the searched folder
+        saved_tmp, tempfile.tempdir = tempfile.tempdir, str(own_tmp)
+        saved_env, os.environ["TMPDIR"] = os.environ.get("TMPDIR"), str(own_tmp)
+        try:
+            for k, (executor, where) in enumerate([(workers, "worker processes"), (workers, "worker processes"),
+                                                   (LocalExecutor(), "this process")], 1):
+                log(f"run {k} of 3 with seed {seed}, client functions in {where}")
+                runs.append(_run_once(prep, bundle, evaluator, seed, Path(tmp) / f"run-{k}", clients, executor))
+        finally:
+            tempfile.tempdir = saved_tmp
+            if saved_env is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = saved_env
+            workers.shutdown()
+        search = _search_leaks(prep, clients, runs, [Path(tmp)], since, cls)
     report.seconds = [r.seconds for r in runs]
     first = runs[0]
     violations = sorted({v for r in runs for v in r.violations})
     report.add("private-data", not violations, "; ".join(violations) if violations else
                "private clients were read through the federation only; the test split was never touched")
-    if any(r.error for r in runs):
+    _check_leaks(report, search)
+    if any(r.error for r in runs[:2]):
         report.add("train", False, next(r.error for r in runs if r.error))
         return report
     if not _check_artifact(report, cls, first):
         return report
+    deterministic = _check_same(report, runs[0], runs[1])
+    if deterministic:
+        _check_isolated(report, first, runs[2])
+    else:
+        report.add("isolation", False, "not checked: two runs with client functions in worker processes already "
+                   "differ (see determinism)")
     _check_ledger(report, prep, first)
-    _check_same(report, *runs)
     slow = max(report.seconds) > SLOW_SECONDS
     report.add("time", True, f"{max(report.seconds):.1f} s per run" + (
         f" (over {SLOW_SECONDS:.0f} s: make Config.tiny() smaller)" if slow else ""))

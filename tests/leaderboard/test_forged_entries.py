@@ -248,3 +248,20 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     assert "--method mine.py:Mine" in command and "--dataset snap-x" in command and not local_paths(command)
     request.method, request.dataset = "dp-fedavg", "hf://owner/snapshot"
     assert "--method dp-fedavg --dataset hf://owner/snapshot" in _command_for(prep)
+
+
+def test_a_ledger_claiming_an_unsupported_pair_is_invalid(tmp_path):
+    """Issue 28: ε is recomputed under the recorded (sampling, relation) pair; Poisson + replace-one is refused."""
+    data = _load(FEDAVG)
+    for ledger in data["privacy"]["ledgers"]:
+        for event in ledger["events"]:
+            event.update(relation="replace_one", sampling="poisson", sensitivity=2.0)
+    report = _report(tmp_path, data)
+    assert not report.valid
+    assert any(f.check == "privacy-ledger" and "relation 'replace_one'" in f.message for f in report.errors), \
+        format_reports([report])
+    data = _load(FEDAVG)  # the same ledger stating its assumptions explicitly is the same claim
+    for ledger in data["privacy"]["ledgers"]:
+        for event in ledger["events"]:
+            event.update(relation="add_remove", sampling="poisson", sensitivity=1.0)
+    assert _report(tmp_path / "explicit", data).valid

@@ -22,7 +22,7 @@ def test_the_example_plugin_passes_through_the_cli(example_plugin, tiny):
     out = subprocess.run([LFB, "smoke", "dp-unigram-example", "--root", str(root), "--quiet"], check=False, capture_output=True,
                          text=True, timeout=600, env=dict(os.environ))
     assert out.returncode == 0, out.stdout + out.stderr
-    for check in ("contract", "private-data", "artifact", "ledger", "determinism", "time"):
+    for check in ("contract", "private-data", "leaks", "isolation", "artifact", "ledger", "determinism", "time"):
         assert any(line.startswith("ok ") and f" {check} " in line for line in out.stdout.splitlines()), out.stdout
     assert "smoke test of dp-unigram-example passed" in out.stdout
     assert "ε = 0.99" in out.stdout and "≤ target 1" in out.stdout
@@ -41,7 +41,7 @@ def test_lfb_methods_lists_the_plugin_by_its_distribution(example_plugin, capsys
         ("StorePeeker", "private-data", "read fed._store directly"),
         ("TestPeeker", "private-data", "read the test split"),
         ("Silent", "ledger", "empty: the method released nothing"),
-        ("Greedy", "ledger", "> target 1"),
+        ("Greedy", "train", "this release would bring ε to"),
         ("Moody", "determinism", "the synthetic texts differ"),
         ("WrongKind", "artifact", "the class says output 'model'"),
         ("NoTiny", "contract", "Config.tiny()"),
@@ -53,6 +53,28 @@ def test_a_broken_method_fails_the_check_that_names_its_fault(cls, check, messag
     assert not report.ok
     failed = [c for c in report.checks if not c.ok]
     assert any(c.name == check and message in c.detail for c in failed), report.format()
+
+
+@pytest.mark.parametrize(
+    "cls, failures",
+    [
+        ("LeakyClosure", [("isolation", "the client function changed state the method reads"),
+                          ("leaks", "run 3: artifact.texts[")]),
+        ("LeakyGlobal", [("isolation", "the synthetic texts differ"),
+                         ("leaks", "private client text left the federation")]),
+        ("LeakyAttribute", [("isolation", "the client function changed state the method reads")]),
+        ("LeakyFile", [("leaks", "lfb-leaky-method.txt"), ("leaks", "artifact.texts[")]),
+        ("LeakyInfo", [("leaks", "artifact.info.notes")]),
+    ],
+)
+def test_a_leaky_method_fails_smoke_saying_what_leaked_and_where(cls, failures, tiny):
+    """Issue 28: client functions that keep what they see (closure, module global, method attribute) or write it to
+    a file; isolation or the private-text search catches each."""
+    _fd, _bundle, root = tiny
+    report = smoke(f"{BROKEN}:{cls}", home=root)
+    failed = [c for c in report.checks if not c.ok]
+    for check, message in failures:
+        assert any(c.name == check and message in c.detail for c in failed), report.format()
 
 
 def test_a_failing_smoke_exits_non_zero(tiny, capsys):
