@@ -110,6 +110,17 @@ def cmd_data_verify(args) -> int:
     return 0
 
 
+def cmd_data_export(args) -> int:
+    from largefedbench.data.export import export_snapshot
+    from largefedbench.data.federated import load_snapshot
+
+    fd = load_snapshot(args.snapshot, home=args.home)
+    splits = export_snapshot(fd, args.format, args.out)
+    counts = ", ".join(f"{name} {len(fd[name])} clients / {int(fd[name].span_counts().sum())} samples" for name in splits)
+    print(f"{fd.manifest.get('name')} written as {args.format} to {args.out} ({counts})")
+    return 0
+
+
 def cmd_cutoffs(args) -> int:
     from largefedbench.data.windows import list_cutoffs
 
@@ -583,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     p.set_defaults(func=cmd_refresh)
 
-    data = sub.add_parser("data", help="snapshots: the demo, list, info, verify")
+    data = sub.add_parser("data", help="snapshots: the demo, list, info, verify, export")
     dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")
     p = dsub.add_parser("demo", help="build (deterministically, offline) and show the synthetic demo snapshot")
     _add_common(p)
@@ -602,6 +613,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
     _add_common(p)
     p.set_defaults(func=cmd_data_verify)
+    p = dsub.add_parser("export", help="write a snapshot for other tools: flower (an HF dataset, one row per sample "
+                        "with client_id) or dpsda (private.csv and public.csv with the text column Private Evolution "
+                        "reads)")
+    p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
+    p.add_argument("--format", required=True, choices=["flower", "dpsda"], help="what to write")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new folder to write it into")
+    _add_home(p)
+    p.set_defaults(func=cmd_data_export)
     data.set_defaults(func=lambda a: (data.print_help(), 2)[1])
 
     privacy = sub.add_parser("privacy", help="calibrate noise (sigma) for a budget, or the epsilon of a noise level")
