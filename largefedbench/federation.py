@@ -36,7 +36,7 @@ from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 from largefedbench.timing import timed
 
-__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum"]
+__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "release_snr"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,8 @@ class Federation:
             raise InputError(f"span embeddings cover {len(embeddings.offsets) - 1} clients, the federation has {len(self._ids)}")
         self._store = ClientStore(clients, embeddings)
         self._round = -1
+        #: every release's public signal-to-noise numbers, in order (:func:`release_snr`)
+        self.releases: list[dict[str, Any]] = []
 
     # -- who takes part --------------------------------------------------------------------------------
     @property
@@ -231,6 +233,8 @@ class Federation:
                                   ledger=self.ledger, generator=self._generator_for(total))
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
                        floats_down_per_client=float(download_floats), floats_up_per_client=float(width))
+        sigma = 0.0 if self.noise_free else float(getattr(mechanism, "noise_multiplier", 0.0))
+        self.releases.append(release_snr(cohort.round, sigma, clip, cohort.sample_rate * self.n_clients))
         if self.on_release is not None:  # an audit scores its canaries against every noised sum
             self.on_release(client_fn=client_fn, clip=clip, batched=batched, round_=cohort.round, fed_seed=self._seed,
                             noisy=noisy)
@@ -264,6 +268,7 @@ class Federation:
             "torch_generators": {dev: g.get_state() for dev, g in self._torch_generators.items()},
             "ledger": self.ledger.to_dict(),
             "costs": [dict(r) for r in self.costs.rounds],
+            "releases": [dict(r) for r in self.releases],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -280,6 +285,7 @@ class Federation:
                 self._torch_generators[dev] = gen
         self.ledger = PrivacyLedger.from_dict(state["ledger"])
         self.costs.rounds = [dict(r) for r in state["costs"]]
+        self.releases = [dict(r) for r in state.get("releases", [])]  # checkpoints before issue 29 have none
 
     def _generator_for(self, values: Any) -> Any:
         if type(values).__module__.split(".")[0] != "torch":
@@ -292,6 +298,16 @@ class Federation:
             gen.manual_seed(int(self._noise_rng.integers(2**62)))
             self._torch_generators[device] = gen
         return self._torch_generators[device]
+
+
+def release_snr(round_: int, sigma: float, clip: float, expected_clients: float) -> dict[str, Any]:
+    """One release's signal-to-noise numbers, as pfl logs them but from public numbers only (the signal's own norm
+    is private): the noise std σ·clip, the signal bound clip × the expected cohort size (rate × clients), and their
+    ratio; ``snr`` is None for a noiseless release. For tree aggregation σ·clip is the std of each tree node."""
+    noise_std, bound = float(sigma) * float(clip), float(clip) * float(expected_clients)
+    return {"round": int(round_), "noise_multiplier": float(sigma), "clip": float(clip),
+            "expected_clients": float(expected_clients), "noise_std": noise_std, "signal_bound": bound,
+            "snr": bound / noise_std if noise_std > 0 else None}
 
 
 class PlannedCohort:

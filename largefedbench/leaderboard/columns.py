@@ -34,6 +34,26 @@ def _pct(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
 
 
+def noise_summary(row: Row) -> str:
+    """σ, T and q of the first seed's ledger, and each release's signal-to-noise bound q·n / σ (clip × expected
+    cohort over the noise std): the answer to "why does ε change nothing?"."""
+    ledgers = row.entry.privacy.ledgers
+    events = ledgers[0].get("events", []) if ledgers and isinstance(ledgers[0], dict) else []
+    n = row.entry.privacy.n_train_clients
+    parts = []
+    for e in events:
+        sigma = float(e.get("noise_multiplier", 0.0))
+        if e.get("type") == "poisson_gaussian":
+            q = float(e.get("sample_rate", 1.0))
+            snr = f"{q * n / sigma:.3g}" if sigma > 0 and n else "∞"
+            parts.append(f"σ = {sigma:.4g}, T = {e.get('steps')}, q = {q:.3g}: SNR bound per release {snr}")
+        elif e.get("type") == "tree_aggregation":
+            parts.append(f"tree: σ = {sigma:.4g}, {e.get('rounds_per_epoch')} rounds × {e.get('epochs')} epochs")
+        else:
+            parts.append(f"σ = {sigma:.4g} × {e.get('count')} release(s) without sampling")
+    return "; ".join(parts) or "no release"
+
+
 def _rank(row: Row) -> str:
     if row.rank is not None:
         return str(row.rank)

@@ -15,7 +15,7 @@ from largefedbench.leaderboard.board import (
     Group,
     Row,
 )
-from largefedbench.leaderboard.columns import Column, columns_for
+from largefedbench.leaderboard.columns import Column, columns_for, noise_summary
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
 
 CSS = """
@@ -115,6 +115,8 @@ def _cell(column: Column, row: Row) -> str:
         body = f'<a href="{escape(row.href)}" title="{escape(row.entry.entry_id)}">json</a>{plots}'
     elif column.key == "reproduced" and row.reproduction is not None:
         body = f'<a href="{escape(row.record_href)}">{escape(column.text(row))}</a>'
+    elif column.key == "epsilon":
+        body = f'<span title="{escape(noise_summary(row))}">{escape(column.text(row))}</span>'
     elif column.key == "method":
         body = (f'<span title="{escape(row.entry.method.paper)}">{escape(row.entry.method.name)}</span> '
                 f'<span class="muted">{escape(row.entry.method.version)}</span>')

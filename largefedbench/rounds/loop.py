@@ -8,7 +8,7 @@ after its last completed round with all of it restored::
     loop = RoundsLoop(fed, public, MyState(weights=w0), rounds=cfg.rounds, desc="my rounds", select="max")
     for r in loop:                                # the rounds still to run
         ...                                       # one round: read and replace loop.state's fields
-        loop.history.append({"round": r, ...})    # the public record of the round
+        loop.history.append({"round": r, ...})    # the public record of the round (+ its releases' SNR)
         loop.offer(validation_score, r, weights)  # best-state selection (optional)
     # a round is checkpointed when its body completes; one that raises is re-run on resume
 
@@ -28,6 +28,12 @@ from largefedbench.errors import InputError, MethodError
 __all__ = ["Best", "RoundsLoop"]
 
 S = TypeVar("S")
+
+
+def _release_log(fed: Any) -> list[dict[str, Any]]:
+    """The federation's log of releases (``Federation.releases``), or nothing for a stand-in without one."""
+    log = getattr(fed, "releases", None)
+    return log if isinstance(log, list) else []
 
 
 @dataclasses.dataclass
@@ -78,13 +84,21 @@ class RoundsLoop(Generic[S]):
         bar = self.public.bar(total=len(self.rounds), desc=self.desc, initial=self.next_round - self.rounds.start)
         try:
             for r in range(self.next_round, self.rounds.stop):
+                released, recorded = len(_release_log(self.fed)), len(self.history)
                 yield r
+                self._attach_releases(released, recorded)
                 self._checkpoint(r)
                 bar.update(1)
                 if self.best.round is not None:
                     bar.set_postfix(best=f"{self.best.score:.4f}", best_round=self.best.round)
         finally:
             bar.close()
+
+    def _attach_releases(self, released: int, recorded: int) -> None:
+        """Give the round's last history record the signal-to-noise numbers of the releases the round made."""
+        new = _release_log(self.fed)[released:]
+        if new and len(self.history) > recorded and isinstance(self.history[-1], dict):
+            self.history[-1].setdefault("releases", [{k: v for k, v in rel.items() if k != "round"} for rel in new])
 
     def _checkpoint(self, r: int) -> None:
         state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}
