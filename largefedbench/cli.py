@@ -19,6 +19,7 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb data list                                   the snapshots under $LFB_HOME
   lfb data info demo --json                       a snapshot's statistics
   lfb data verify demo                            hash a snapshot in full against its manifest
+  lfb data export demo --format flower --out fl   an HF dataset with a client_id per sample (Flower)
   lfb refresh --sources biorxiv --since 2024-09   scrape bioRxiv from September 2024 to today
   lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08 --home /data/lfb
   lfb cutoffs                                     the LLM knowledge cutoffs a window can start after

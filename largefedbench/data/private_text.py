@@ -5,9 +5,9 @@ run and board folders, files it left in the temp folder) for two things:
 
 - **a private word run**: ``n`` consecutive words (lower-cased ``\\w+`` tokens) that occur in a private client's
   spans and in none of the texts a method may read (the public split, the validation split, the public corpus).
-  A method that copies private text out, through any channel, leaves such runs; text a generator wrote from public
-  prompts almost never does (:data:`RUN_WORDS` is the shortest run no built-in method's output on the demos
-  matched; docs/privacy.md gives the measurement).
+  A method that copies private text out, through any channel, leaves such runs (a span is about 45 words); text a
+  generator wrote from public prompts does not at this length (:data:`RUN_WORDS` is 1.6× the longest private-only run
+  a built-in method's honest output held on the templated demo; docs/privacy.md gives the measurement).
 - **a canary string**: a secret random word that only a canary client's spans hold (:func:`canary_texts`); found
   anywhere, even inside a binary file, it proves private data left the federation other than as a noised sum.
 
@@ -27,9 +27,13 @@ from typing import Any
 import numpy as np
 
 #: words per searched run; chosen by measurement (see the module docstring)
-RUN_WORDS = 16
+RUN_WORDS = 32
 #: files larger than this are not read by the folder search
 MAX_FILE_BYTES = 256 << 20
+#: files whose text the folder search reads for word runs; every file is searched for canaries. A method's binary
+#: state (a round checkpoint holding PE's whole population over the rounds) can hold a long private-only run its
+#: generator wrote: PE's on the tiny demo held one of 20 words
+TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".csv", ".tsv", ".md", ".html", ".log", ".yaml", ".yml", "")
 _WORD = re.compile(r"\w+")
 _BASE = np.uint64(1099511628211)  # the FNV-1 64-bit prime, as the rolling hash's base
 
@@ -152,8 +156,8 @@ class LeakSearch:
             self._canaries(text.lower(), f"{where}.{key}" if key else where)
 
     def folder(self, folder: Path, *, newer_than: float | None = None, depth: int = 6) -> None:
-        """Every file under ``folder`` (those modified after ``newer_than`` only, if given): bytes for canaries,
-        text (JSON strings for ``.json``) for word runs."""
+        """Every file under ``folder`` (those modified after ``newer_than`` only, if given): bytes for canaries; the
+        text of text files (:data:`TEXT_SUFFIXES`; JSON strings for ``.json``) for word runs."""
         folder = Path(folder)
         if not folder.is_dir():
             return
@@ -170,7 +174,7 @@ class LeakSearch:
             for canary in self.canaries:
                 if canary.encode() in lowered:
                     self.leaks.append(Leak(canary, f"file {path}"))
-            if self.runs is None:
+            if self.runs is None or path.suffix.lower() not in TEXT_SUFFIXES:
                 continue
             text = data.decode("utf-8", errors="ignore")
             strings = [text]

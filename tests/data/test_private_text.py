@@ -40,10 +40,12 @@ def test_the_search_names_where_it_found_text_and_canaries(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "state.bin").write_bytes(b"\x00\x01" + secrets[1][0].split()[2].upper().encode() + b"\xff")
     (tmp_path / "rows.json").write_text(json.dumps({"kept": PRIVATE[0]}))
+    (tmp_path / "round-checkpoint.pt").write_text(PRIVATE[1])  # binary state: searched for canaries only
     search.folder(tmp_path)
     where = [leak.where for leak in search.leaks]
     assert "texts[1]" in where and "info.notes[1]" in where
     assert any(w.endswith("state.bin") for w in where) and any(w.endswith("rows.json") for w in where)
+    assert not any(w.endswith("round-checkpoint.pt") for w in where)
     clean = LeakSearch(PrivateRuns(PRIVATE, PUBLIC, n=6), ["zzzzzzzzzzzz"])
     clean.texts(PUBLIC, "texts")
     clean.folder(tmp_path / "missing")
