@@ -229,14 +229,22 @@ class ProcessExecutor:
         for w in range(len(self._procs)):
             self._call(w, "task", body)
         pending: deque[int] = deque()
-        for i, indices in enumerate(chunks):
-            w = i % len(self._procs)
-            if len(pending) == len(self._procs):  # each worker holds at most one chunk; results come in chunk order
+        try:
+            for i, indices in enumerate(chunks):
+                w = i % len(self._procs)
+                if len(pending) == len(self._procs):  # each worker holds one chunk at most; results in chunk order
+                    yield self._receive(pending.popleft())
+                self._send(w, "chunk", np.asarray(indices))
+                pending.append(w)
+            while pending:
                 yield self._receive(pending.popleft())
-            self._send(w, "chunk", np.asarray(indices))
-            pending.append(w)
-        while pending:
-            yield self._receive(pending.popleft())
+        finally:  # a chunk failed or the caller stopped early: the other workers' replies must not answer the next call
+            for w in pending:
+                if w < len(self._procs):
+                    try:
+                        self._procs[w][1][1].recv_bytes()
+                    except (EOFError, OSError):
+                        pass
 
     def shutdown(self) -> None:
         for _, (send, receive) in self._procs:

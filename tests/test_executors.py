@@ -99,6 +99,17 @@ def test_a_worker_processes_error_reaches_the_caller(process_executor):
         fed.private_sum(fed.everyone(), lambda view: lock.locked() or np.zeros(3), clip=1.0, mechanism=NoNoise())
     np.testing.assert_array_equal(  # the workers still serve the next call
         fed.private_sum(fed.everyone(), lambda view: np.ones(3), clip=10.0, mechanism=NoNoise()), np.full(3, 6.0))
+    two = ProcessExecutor(workers=2)  # a failing first chunk while the other worker holds the second one
+    try:
+        fed2 = Federation(clients, embeddings=emb, seed=0, executor=two)
+        with pytest.raises(ValueError, match="no vector for"):
+            fed2.private_sum(fed2.everyone(), lambda view: fails(view) if view.id == clients.ids[0] else np.ones(3),
+                             clip=1.0, mechanism=NoNoise(), chunk_clients=3)
+        np.testing.assert_array_equal(
+            fed2.private_sum(fed2.everyone(), lambda view: np.ones(3), clip=10.0, mechanism=NoNoise(), chunk_clients=3),
+            np.full(3, 6.0))
+    finally:
+        two.shutdown()
 
 
 def test_bench_scale_gives_the_same_checksum_on_both_executors(ray_executor):
