@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from largefedbench.cli import main
 
 
@@ -27,3 +29,15 @@ def test_eval_rejects_a_bad_generation_dtype_before_any_work(tmp_path, capsys, m
     code = main(["eval", "--method", "popri", "--seeds", "0", "--out", str(tmp_path)])
     assert code == 2 and "LFB_GENERATION_DTYPE='fp16'; choose one of float32, bfloat16" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_plugin_method_cannot_run_its_client_functions_in_process(tmp_path):
+    """Issue 28: a method that is not built in gets worker processes; --executor local is refused before any work."""
+    from pathlib import Path
+
+    from largefedbench.errors import InputError
+    from largefedbench.run.eval import EvalRequest, prepare
+
+    broken = Path(__file__).parent / "leaderboard" / "broken_methods.py"
+    with pytest.raises(InputError, match="is not a built-in method, so its client functions run in worker processes"):
+        prepare(EvalRequest(method=f"{broken}:Silent", executor="local", out=tmp_path, progress=False))
