@@ -66,7 +66,7 @@ from largefedbench.fedtrain import (
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, cohort_fields
+from largefedbench.rounds import RoundsLoop, cohort_fields, releases_of
 from largefedbench.synthetic.dp_finetune import lora_generator, require_private_budget
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for
@@ -648,7 +648,7 @@ class _SelectorTraining:
             moved = list(range(self.n_sel))
             self.state.weights = clustered_step(self.state.weights, noisy, fed.n_clients, self.state.sizes, cfg.selector_weights)
         self.history.append({"phase": kind, "round": int(cohort.round), **cohort_fields(cohort, fed.n_clients),
-                             "selectors": moved})
+                             "selectors": moved, "releases": releases_of(fed, cohort.round)})
 
     def _regroup(self, index: int) -> None:
         """The selectors' log-odds on the public pairs are broadcast; each client computes, on its own data, its
@@ -686,7 +686,8 @@ class _SelectorTraining:
         self.state.group = private_grouping(noisy, n_sel, order)
         self.state.sizes = np.bincount(self.state.group, minlength=n_sel)
         self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
-                             "group_sizes": self.state.sizes.tolist()})
+                             "group_sizes": self.state.sizes.tolist(),
+                             "releases": releases_of(fed, cohort.round)})
 
     def _model_with(self, u: int):
         self.adapter.set(self.state.weights[u])

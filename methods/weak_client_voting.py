@@ -45,6 +45,7 @@ from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.rounds import releases_of
 from largefedbench.synthetic.dp_finetune import (
     conditional_prompt,
     generator_update,
@@ -219,7 +220,8 @@ class WeakClientVoting(Method):
                                                    clip=1.0, mechanism=Gaussian(sigma_prof), batched=True))
         per_code = proportional_counts(noisy_profile, cfg.n_generated)
         history.append({"phase": "profile", "round": int(cohort.round), "noise_multiplier": sigma_prof,
-                        "codes": len(codes), "generated": int(per_code.sum())})
+                        "codes": len(codes), "generated": int(per_code.sum()),
+                        "releases": releases_of(fed, cohort.round)})
 
         pool: list[str] = []
         pool_codes: list[int] = []
@@ -247,7 +249,7 @@ class WeakClientVoting(Method):
             chosen += members[picked].tolist()
         texts = [pool[i] for i in chosen]
         history.append({"phase": "votes", "round": int(cohort.round), "noise_multiplier": sigma_vote,
-                        "candidates": len(pool), "kept": len(texts)})
+                        "candidates": len(pool), "kept": len(texts), "releases": releases_of(fed, cohort.round)})
         info = {
             "noise_multiplier": sigma, "sample_rate": q, "rounds": settings.rounds, "clip": cfg.clip,
             "strong_clients": int(strong.sum()), "weak_clients": int(n - strong.sum()),

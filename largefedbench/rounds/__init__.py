@@ -8,8 +8,9 @@ from largefedbench.rounds.records import (
     cohort_fields,
     draw_cohort,
     record_unreleased,
+    releases_of,
     unreleased_path,
 )
 
 __all__ = ["UNRELEASED_FILE", "Best", "RoundsLoop", "Timer", "cohort_fields", "draw_cohort", "record_unreleased",
-           "unreleased_path"]
+           "releases_of", "unreleased_path"]

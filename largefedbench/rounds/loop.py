@@ -24,16 +24,11 @@ from collections.abc import Iterator
 from typing import Any, Generic, Literal, TypeVar
 
 from largefedbench.errors import InputError, MethodError
+from largefedbench.rounds.records import releases_of
 
 __all__ = ["Best", "RoundsLoop"]
 
 S = TypeVar("S")
-
-
-def _release_log(fed: Any) -> list[dict[str, Any]]:
-    """The federation's log of releases (``Federation.releases``), or nothing for a stand-in without one."""
-    log = getattr(fed, "releases", None)
-    return log if isinstance(log, list) else []
 
 
 @dataclasses.dataclass
@@ -84,7 +79,7 @@ class RoundsLoop(Generic[S]):
         bar = self.public.bar(total=len(self.rounds), desc=self.desc, initial=self.next_round - self.rounds.start)
         try:
             for r in range(self.next_round, self.rounds.stop):
-                released, recorded = len(_release_log(self.fed)), len(self.history)
+                released, recorded = len(releases_of(self.fed)), len(self.history)
                 yield r
                 self._attach_releases(released, recorded)
                 self._checkpoint(r)
@@ -96,9 +91,9 @@ class RoundsLoop(Generic[S]):
 
     def _attach_releases(self, released: int, recorded: int) -> None:
         """Give the round's last history record the signal-to-noise numbers of the releases the round made."""
-        new = _release_log(self.fed)[released:]
+        new = releases_of(self.fed)[released:]
         if new and len(self.history) > recorded and isinstance(self.history[-1], dict):
-            self.history[-1].setdefault("releases", [{k: v for k, v in rel.items() if k != "round"} for rel in new])
+            self.history[-1].setdefault("releases", new)
 
     def _checkpoint(self, r: int) -> None:
         state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}

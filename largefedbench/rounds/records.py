@@ -12,7 +12,8 @@ from typing import Any
 
 from largefedbench.errors import InputError
 
-__all__ = ["UNRELEASED_FILE", "Timer", "cohort_fields", "draw_cohort", "record_unreleased", "unreleased_path"]
+__all__ = ["UNRELEASED_FILE", "Timer", "cohort_fields", "draw_cohort", "record_unreleased", "releases_of",
+           "unreleased_path"]
 
 #: where un-noised per-round diagnostics go (the seed's run folder): never into the history, info or the entry
 UNRELEASED_FILE = "unreleased-diagnostics.json"
@@ -21,6 +22,14 @@ UNRELEASED_FILE = "unreleased-diagnostics.json"
 def draw_cohort(fed, rate: float):
     """Everyone at rate 1 (full participation), else a Poisson cohort at ``rate``; starts a federation round."""
     return fed.everyone() if rate >= 1.0 else fed.sample(rate)
+
+
+def releases_of(fed, round_: int | None = None) -> list[dict[str, Any]]:
+    """The signal-to-noise numbers of the federation's releases (``Federation.releases``), those of round ``round_``
+    if given, without their round: what a history record carries under ``releases``."""
+    log = getattr(fed, "releases", None)
+    return [{k: v for k, v in r.items() if k != "round"} for r in (log if isinstance(log, list) else [])
+            if round_ is None or r.get("round") == round_]
 
 
 def cohort_fields(cohort, n_clients: int) -> dict[str, float]:

@@ -218,3 +218,5 @@ def test_fedbiscuit_end_to_end_with_private_grouping(tiny, tmp_path):
     trains = [h for h in art.history if h["phase"] in ("warmup", "train")]
     assert all("clients" not in h and h["expected_clients"] == pytest.approx(cfg.sample_rate * fed.n_clients)
                for h in trains)  # Poisson cohort sizes are not released
+    assert all(h["releases"][0]["expected_clients"] == h["expected_clients"] for h in trains)  # SNR per release
+    assert all(len(h["releases"]) == 1 for h in art.history if h["phase"] == "group")

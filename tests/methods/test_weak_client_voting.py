@@ -107,3 +107,6 @@ def test_weak_client_voting_end_to_end(tiny, tmp_path):
     rounds = [h for h in art.history if h["phase"] == "generator"]
     assert len(rounds) == cfg.rounds and all(0 < h["expected_strong_clients"] <= h["expected_clients"] for h in rounds)
     assert not any("strong_clients" in h or "clients" in h for h in rounds)  # Poisson counts are not released
+    for phase in ("profile", "votes"):  # each release's signal-to-noise numbers, from public numbers only
+        (record,) = [h for h in art.history if h["phase"] == phase]
+        assert record["releases"][0]["noise_multiplier"] == record["noise_multiplier"]
