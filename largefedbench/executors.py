@@ -173,7 +173,7 @@ class ProcessExecutor:
 
     def _ship_store(self, store: ClientStore) -> None:
         body = None
-        for w, (_, conn) in enumerate(self._procs):
+        for w in range(len(self._procs)):
             if self._shipped[w] != id(store):
                 body = body or pickle.dumps(store, protocol=pickle.HIGHEST_PROTOCOL)
                 self._call(w, "store", body)

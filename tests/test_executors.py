@@ -46,12 +46,18 @@ def _releases(executor):
     return out, fed
 
 
-def test_local_and_ray_give_identical_sums_for_the_same_seed(ray_executor):
+def _assert_same_releases_as_local(executor):
+    """``executor`` gives the local executor's noised sums and ledger; returns its federation."""
     local, fed_local = _releases(LocalExecutor())
-    remote, fed_ray = _releases(ray_executor)
-    for a, b in zip(local, remote):
+    other, fed_other = _releases(executor)
+    for a, b in zip(local, other):
         np.testing.assert_array_equal(a, b)
-    assert fed_local.ledger == fed_ray.ledger
+    assert fed_local.ledger == fed_other.ledger
+    return fed_other
+
+
+def test_local_and_ray_give_identical_sums_for_the_same_seed(ray_executor):
+    fed_ray = _assert_same_releases_as_local(ray_executor)
     assert fed_ray.costs.rounds[0]["client_seconds"] > 0
 
 
@@ -63,11 +69,7 @@ def process_executor():
 
 
 def test_worker_processes_give_identical_sums_and_keep_what_a_client_function_keeps(process_executor):
-    local, fed_local = _releases(LocalExecutor())
-    isolated, fed_isolated = _releases(process_executor)
-    for a, b in zip(local, isolated):
-        np.testing.assert_array_equal(a, b)
-    assert fed_local.ledger == fed_isolated.ledger
+    _assert_same_releases_as_local(process_executor)
     kept: list[list[str]] = []
 
     def keeps(view):  # the leak of issue 28: a client function appending what it sees to the caller's list

@@ -15,6 +15,7 @@ The folder is built beside ``out`` and moved into place only when complete; an e
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,13 @@ def _rows(split: Any) -> dict[str, list[Any]]:
 def _write_flower(fd: Any, splits: list[str], folder: Path) -> None:
     import datasets
 
-    quiet = datasets.is_progress_bar_enabled()
+    bars_were_on = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
         datasets.DatasetDict({name: datasets.Dataset.from_dict(_rows(fd[name])) for name in splits}).save_to_disk(
             str(folder))
     finally:
-        if quiet:
+        if bars_were_on:
             datasets.enable_progress_bars()
 
 
@@ -73,8 +74,6 @@ def export_snapshot(fd: Any, fmt: str, out: Path) -> list[str]:
                          "--public-months >= 1")
     tmp = out.with_name(f".{out.name}.partial")
     if tmp.exists():
-        import shutil
-
         shutil.rmtree(tmp)
     if fmt == "flower":
         _write_flower(fd, splits, tmp)

@@ -87,25 +87,27 @@ class PrivateRuns:
     def __len__(self) -> int:
         return len(self.hashes)
 
-    def find(self, texts: Iterable[str], where: str, *, limit: int = 3) -> list[Leak]:
-        """Up to ``limit`` leaks among ``texts`` (each named ``where[i]``), one per text."""
-        texts = list(texts)
+    def hits(self, texts: Iterable[str], *, limit: int = 3) -> list[tuple[int, str]]:
+        """Up to ``limit`` (text index, leaked run) pairs among ``texts``, one per text."""
         hashes, owner, tokens = run_hashes(texts, self.n)
         if not len(hashes) or not len(self.hashes):
             return []
-        hit = np.flatnonzero(np.isin(hashes, self.hashes))
-        leaks, seen = [], set()
         starts = np.concatenate([[0], np.cumsum([max(len(t) - self.n + 1, 0) for t in tokens])])
-        for i in hit:
+        out: list[tuple[int, str]] = []
+        for i in np.flatnonzero(np.isin(hashes, self.hashes)):
             t = int(owner[i])
-            if t in seen:
+            if out and out[-1][0] == t:  # runs come in text order: one per text
                 continue
-            seen.add(t)
             at = int(i - starts[t])
-            leaks.append(Leak(" ".join(tokens[t][at : at + self.n]), where if len(texts) == 1 else f"{where}[{t}]"))
-            if len(leaks) >= limit:
+            out.append((t, " ".join(tokens[t][at : at + self.n])))
+            if len(out) >= limit:
                 break
-        return leaks
+        return out
+
+    def find(self, texts: Iterable[str], where: str, *, limit: int = 3) -> list[Leak]:
+        """Up to ``limit`` leaks among ``texts``, one per text, named ``where`` (``where[i]`` for several texts)."""
+        texts = list(texts)
+        return [Leak(run, where if len(texts) == 1 else f"{where}[{t}]") for t, run in self.hits(texts, limit=limit)]
 
 
 def canary_texts(rng: np.random.Generator, m: int, *, words_each: int = 6) -> list[list[str]]:
@@ -149,9 +151,8 @@ class LeakSearch:
         pairs = list(json_strings(value))
         self.searched.append(where)
         if self.runs is not None:
-            for leak in self.runs.find([s for _, s in pairs], where):
-                i = int(leak.where.rpartition("[")[2].rstrip("]")) if leak.where.endswith("]") else 0
-                self.leaks.append(Leak(leak.what, f"{where}.{pairs[i][0]}" if pairs[i][0] else where))
+            for i, run in self.runs.hits([s for _, s in pairs]):
+                self.leaks.append(Leak(run, f"{where}.{pairs[i][0]}" if pairs[i][0] else where))
         for key, text in pairs:
             self._canaries(text.lower(), f"{where}.{key}" if key else where)
 
@@ -183,8 +184,8 @@ class LeakSearch:
                     strings = [s for _, s in json_strings(json.loads(text))]
                 except ValueError:
                     pass
-            for leak in self.runs.find(strings, f"file {path}", limit=1):
-                self.leaks.append(Leak(leak.what, f"file {path}"))
+            for _, run in self.runs.hits(strings, limit=1):
+                self.leaks.append(Leak(run, f"file {path}"))
 
     def _canaries(self, lowered: str, where: str) -> None:
         for canary in self.canaries:
