@@ -264,14 +264,18 @@ def _set_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_eval(args) -> int:
+    from largefedbench.errors import InputError
     from largefedbench.run.eval import EvalRequest, run_eval
 
     defaults = args.dataset is None and args.profile is None
     if defaults:
         print("lfb eval: no --dataset or --profile given: running on the offline demo snapshot with the tiny profile "
               "(CPU-sized models; the numbers check the pipeline, they are not paper numbers)", file=sys.stderr)
+    if args.synthetic is None and (args.made_with or args.name):
+        raise InputError("--made-with and --name describe a --synthetic file; with --method drop them")
     request = EvalRequest(
-        method=args.method, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
+        method=args.name if args.synthetic is not None else args.method, synthetic=args.synthetic,
+        made_with=args.made_with, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free, public=args.public,
@@ -653,8 +657,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run METHOD for each seed, train/evaluate the downstream model, compute epsilon from "
                        "the privacy ledger and write leaderboard/entries/DATASET/METHOD/ENTRY.json. With only --method "
                        "it runs offline on the demo snapshot with the tiny profile. A killed run resumes when the same "
-                       "command is run again.")
-    p.add_argument("--method", required=True, help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+                       "command is run again. With --synthetic FILE instead of --method it scores synthetic text made "
+                       "by another tool (e.g. DPSDA's Private Evolution) and writes a declared-privacy entry, shown "
+                       "apart on the board.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--method", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+    what.add_argument("--synthetic", type=Path, metavar="FILE", help="score these synthetic texts instead of running a "
+                      "method: a .csv with a `text` column (as DPSDA writes) or a .jsonl of {\"text\": ...}; needs "
+                      "--epsilon, --delta (as the tool that made them claims) and --made-with")
+    p.add_argument("--made-with", metavar="TEXT", help="with --synthetic: the tool, its version and how it was run "
+                   "(the entry states it beside the declared ε and δ)")
+    p.add_argument("--name", help="with --synthetic: the entry's name on the board (default: the file's stem)")
     p.add_argument("--epsilon", type=float, help="user-level epsilon (default 1, POPri's strict regime)")
     p.add_argument("--noise-free", action="store_true", help="diagnostic: calibrate for --epsilon but release every "
                    "sum without noise (σ = 0, ε = ∞ recorded); the entry shows what the noise costs and is never ranked")
@@ -723,10 +736,10 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     """The flags `lfb eval` and `lfb audit` share: where the run reads, what it runs with, where it writes."""
     p.add_argument("--dataset", help="snapshot name, prefix, dataset name, folder or hf://owner/name (default: the offline demo; demo-prose with --profile cpu)")
     p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
-    p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), small (one GPU) "
-                   "or paper (default: tiny)")
+    p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), cpu-wide (cpu "
+                   "with a 12M-parameter on-device model), small (one GPU) or paper (default: tiny)")
     p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults: paper, cpu or tiny (default: "
-                   "the profile's own for cpu and tiny, else paper)")
+                   "the profile's own: cpu for cpu and cpu-wide, tiny for tiny, else paper)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries "
                    "with >= 3)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")

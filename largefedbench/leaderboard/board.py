@@ -19,11 +19,13 @@ EPSILON_BUCKETS: tuple[tuple[str, float], ...] = (("ε ≤ 1", 1.0), ("1 < ε �
                                                   ("ε > 8", math.inf))
 _UNSAFE = re.compile(r"[^a-z0-9._-]|\.\.")
 REFERENCES = "references (ε = 0: public model, generator-only; ε = ∞: non-private)"
-SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic")
+SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic", "declared")
 SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
                   "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff",
                   "diagnostic": "Diagnostics, never ranked: noise-free runs (calibrated for the target ε, released "
-                                "with σ = 0, so ε = ∞) show what the noise costs"}
+                                "with σ = 0, so ε = ∞) show what the noise costs",
+                  "declared": "Declared privacy, never ranked with computed claims: synthetic text made by other tools "
+                              "(`lfb eval --synthetic`), scored here; its (ε, δ) is the submitter's statement"}
 
 
 def bucket_of(epsilon: float) -> str:
@@ -35,7 +37,7 @@ def bucket_of(epsilon: float) -> str:
 @dataclass
 class Row:
     entry: Entry
-    status: str  # ranked | unranked | contaminated | diagnostic
+    status: str  # ranked | unranked | contaminated | diagnostic | declared
     href: str  # the entry file, relative to the board folder
     notes: list[str]
     bucket: str = ""
@@ -115,7 +117,7 @@ class Board:
         """``"3 ranked, 1 unranked, 0 possibly contaminated"`` (+ diagnostics when there are any)."""
         text = (f"{self.count('ranked')} ranked, {self.count('unranked')} unranked, "
                 f"{self.count('contaminated')} possibly contaminated")
-        return text + (f", {self.count('diagnostic')} diagnostic" if self.count("diagnostic") else "")
+        return text + "".join(f", {self.count(s)} {s}" for s in ("diagnostic", "declared") if self.count(s))
 
 
 def _sort_key(row: Row) -> tuple:
@@ -131,8 +133,10 @@ def build_board(reports: list[EntryReport]) -> Board:
             continue
         e = report.entry
         href = f"entries/{e.dataset.name}/{e.method.name}/{e.entry_id}.json"
-        row = Row(e, report.status, href, [f.message for f in report.notes if f.check == "contamination"],
-                  reproduction=report.reproduction)
+        notes = [f.message for f in report.notes if f.check == "contamination"]
+        if e.declared is not None:
+            notes.append(f"declared (ε, δ); made with {e.declared.made_with}")
+        row = Row(e, report.status, href, notes, reproduction=report.reproduction)
         row.bucket = bucket_of(row.target_epsilon if row.status == "diagnostic" else row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
                       (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic,

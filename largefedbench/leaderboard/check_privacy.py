@@ -69,6 +69,8 @@ def check_privacy(entry: Entry) -> list[Finding]:
     elif (problem := delta_for_clients_problem(p.delta, p.n_train_clients, "n_train_clients")) is not None:
         what, fix = problem
         out.append(error("privacy-delta", "privacy.delta", what, f"Re-run `lfb eval` with a --delta that fits: {fix}"))
+    if entry.declared is not None or p.accountant == "declared":
+        return out + _check_declared(entry, claimed)
     recomputed: list[float] = []
     private = epsilon_value(p.target_epsilon) > 0
     for i, ledger in enumerate(p.ledgers[:n_seeds]):
@@ -120,4 +122,26 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"the ledgers spend ε = {_fmt(top)}, over the target ε = {_fmt(target)} "
                              f"(+{BUDGET_SLACK:.0%} calibration slack)",
                              "Fix the method's noise calibration so its releases fit the budget"))
+    return out
+
+
+def _check_declared(entry: Entry, claimed: list[float]) -> list[Finding]:
+    """A declared claim has nothing to recompute: it must say so everywhere and carry no ledger events."""
+    p, out = entry.privacy, []
+    fix = "Score a synthetic set with `lfb eval --synthetic FILE`, which writes the declared claim consistently"
+    if entry.declared is None:
+        return [error("privacy-declared", "privacy.accountant", "is 'declared' but the entry has no declared "
+                      "section: only `lfb eval --synthetic` entries state their privacy instead of computing it", fix)]
+    if p.accountant != "declared":
+        out.append(error("privacy-declared", "privacy.accountant", f"is {p.accountant!r} on a declared entry: a "
+                         "declared (ε, δ) comes from no accountant", fix))
+    if any(isinstance(led, dict) and led.get("events") for led in p.ledgers):
+        out.append(error("privacy-declared", "privacy.ledgers", "a declared entry records releases: the texts were "
+                         "made outside the federation", fix))
+    stated = epsilon_value(p.target_epsilon)
+    if any(c != stated for c in claimed + [epsilon_value(p.epsilon)]):
+        out.append(error("privacy-declared", "privacy.epsilon", f"differs from the declared ε = {_fmt(stated)}: a "
+                         "declared entry claims the stated ε for every seed", fix))
+    if entry.diagnostic is not None:
+        out.append(error("privacy-declared", "diagnostic", "a declared entry cannot also be a diagnostic", fix))
     return out

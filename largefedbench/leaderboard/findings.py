@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Severity = Literal["error", "note"]
-Status = Literal["ranked", "unranked", "contaminated", "diagnostic", "invalid"]
+Status = Literal["ranked", "unranked", "contaminated", "diagnostic", "declared", "invalid"]
 
 #: an entry needs at least this many seeds to be ranked (fewer: valid, shown apart as unranked)
 MIN_RANKED_SEEDS = 3
@@ -72,6 +72,8 @@ class EntryReport:
             return "invalid"
         if self.entry.diagnostic is not None:
             return "diagnostic"
+        if self.entry.declared is not None:
+            return "declared"
         if self.contaminated:
             return "contaminated"
         if len(self.entry.seeds) < MIN_RANKED_SEEDS:

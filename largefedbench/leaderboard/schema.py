@@ -85,7 +85,7 @@ class PrivacySection(_Strict):
     epsilon: Epsilon  # the largest ε over the seeds' ledgers
     delta: Annotated[float, Field(ge=0.0, lt=1.0)]
     unit: Literal["user"] = "user"
-    accountant: Literal["rdp", "tree", "pld", "prv"]
+    accountant: Literal["rdp", "tree", "pld", "prv", "declared"]  # declared: stated by the submitter, no ledger
     target_epsilon: Epsilon
     epsilon_per_seed: list[Epsilon]
     ledgers: list[dict[str, Any]]  # one PrivacyLedger.to_dict() per seed, in seed order
@@ -230,6 +230,17 @@ class DiagnosticSection(_Strict):
     note: str
 
 
+class DeclaredSection(_Strict):
+    """Synthetic text made outside LargeFedBench (``lfb eval --synthetic``): its (ε, δ) is the submitter's statement,
+    not computed; such an entry is shown apart and never ranked with computed claims."""
+
+    made_with: str = Field(min_length=1)  # the tool, its version and how it was run, as the submitter states it
+    file: str = Field(min_length=1)  # the file's name (not its folder)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    n_texts: int = Field(ge=1)
+    note: str
+
+
 class Entry(_Strict):
     schema_version: Literal[2] = SCHEMA_VERSION
     entry_id: str = Field(pattern=ID_PATTERN)
@@ -248,6 +259,7 @@ class Entry(_Strict):
     history: list[list[dict[str, Any]]] = Field(default_factory=list)  # per seed, per round
     audit: AuditSection | None = None  # `lfb audit` entries only
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
+    declared: DeclaredSection | None = None  # `lfb eval --synthetic` entries only
     public: PublicSection | None = None  # absent in entries made before issue 25: the snapshot's public split
 
     @property

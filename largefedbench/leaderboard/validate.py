@@ -180,9 +180,11 @@ def format_reports(reports: list[EntryReport], *, verbose: bool = False) -> str:
         if r.findings or verbose:
             lines.append(f"{r.path}: {r.status}")
             lines.extend(f"  {f.format()}" for f in r.findings)
-    counts = {s: sum(r.status == s for r in reports) for s in ("ranked", "unranked", "contaminated", "diagnostic", "invalid")}
+    counts = {s: sum(r.status == s for r in reports)
+              for s in ("ranked", "unranked", "contaminated", "diagnostic", "declared", "invalid")}
+    declared = f"{counts['declared']} declared, " if counts["declared"] else ""
     lines.append(f"{len(reports)} entries: {counts['ranked']} ranked, {counts['unranked']} unranked, "
-                 f"{counts['contaminated']} possibly contaminated, {counts['diagnostic']} diagnostic, "
+                 f"{counts['contaminated']} possibly contaminated, {counts['diagnostic']} diagnostic, {declared}"
                  f"{counts['invalid']} invalid")
     return "\n".join(lines)
 

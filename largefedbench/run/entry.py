@@ -17,6 +17,7 @@ from largefedbench.leaderboard.schema import (
     ContaminationSection,
     CostsSection,
     DatasetSection,
+    DeclaredSection,
     DiagnosticSection,
     Entry,
     EnvironmentSection,
@@ -62,6 +63,10 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         sections["audit"] = AuditSection.model_validate(audit)
     if prep.request.noise_free:
         sections["diagnostic"] = DiagnosticSection(kind="noise-free", note=NOISE_FREE_NOTE)
+    if prep.declared:
+        from largefedbench.run.declared import as_info
+
+        sections["declared"] = DeclaredSection(**as_info(method, prep.request.made_with))
     corpus = getattr(bundle, "public_corpus", None)
     if corpus is not None and corpus.kind != "split":  # entries on the public split read as before
         sections["public"] = PublicSection(**corpus.describe())

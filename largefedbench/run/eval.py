@@ -55,7 +55,7 @@ class EvalRequest:
     profile: str = "tiny"
     seeds: tuple[int, ...] = (0, 1, 2)
     overrides: dict[str, str] = field(default_factory=dict)
-    preset: str | None = None  # "paper" | "cpu" | "tiny"; default: the profile's name for cpu and tiny, else paper
+    preset: str | None = None  # "paper" | "cpu" | "tiny"; default: the profile's own (ModelProfile.preset)
     out: Path = Path("leaderboard")  # the board folder the entry is written under
     home: Path | None = None  # the LargeFedBench home instead of $LFB_HOME (snapshots, model and reference caches)
     device: str | None = None
@@ -63,6 +63,8 @@ class EvalRequest:
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
     public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
+    synthetic: Path | None = None  # score this file's texts (declared privacy) instead of running ``method``
+    made_with: str | None = None  # with ``synthetic``: the tool that made the texts, as the entry states it
     progress: bool = True
     command: str = ""
     root: InitVar[Path | None] = None  # deprecated name of ``home``
@@ -92,6 +94,11 @@ class Prepared:
     @property
     def method_cls(self) -> type:
         return self.method.cls
+
+    @property
+    def declared(self) -> bool:
+        """Is this run scoring a declared synthetic set (``--synthetic``) rather than running a method?"""
+        return self.request.synthetic is not None
 
     @property
     def run_dir(self) -> Path:
@@ -140,10 +147,33 @@ def _budget_for(method_cls: type, epsilon: float | None, delta: float | None) ->
     return PrivacyBudget(epsilon, check_delta(delta, name="--delta", example=DEFAULT_DELTA))
 
 
+def _check_declared(request: EvalRequest) -> None:
+    """What ``--synthetic`` cannot be combined with."""
+    if request.overrides:
+        raise InputError("--set configures a method; --synthetic scores a file as it is: drop --set")
+    if request.noise_free:
+        raise InputError("--noise-free is a diagnostic of a method's noise; --synthetic declares its privacy: drop one")
+    if request.epsilon is None or request.delta is None:
+        raise InputError("--synthetic needs --epsilon and --delta: the (ε, δ) the tool that made the texts claims "
+                         "(the entry states them as declared, e.g. --epsilon 4 --delta 3e-6)")
+
+
+def _declared_budget(epsilon: float, delta: float) -> PrivacyBudget:
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise PrivacyError(f"--epsilon {epsilon:g}: a declared ε is a finite number >= 0 (0: the texts used no "
+                           "private data)")
+    if epsilon == 0:
+        return PrivacyBudget(0.0, 0.0)
+    return PrivacyBudget(epsilon, check_delta(delta, name="--delta", example=DEFAULT_DELTA))
+
+
 def default_dataset(profile: str) -> str:
     """The offline snapshot a profile runs on when no dataset is named: ``demo-prose`` (text a real LLM can write)
-    for ``cpu``, whose generator is a real LLM; the templated ``demo`` otherwise."""
-    return "demo-prose" if profile == "cpu" else "demo"
+    for the profiles whose generator is a real LLM on the CPU; the templated ``demo`` otherwise (an unknown profile
+    name is reported later, by :func:`prepare`)."""
+    from largefedbench.models.profiles import PROFILES
+
+    return PROFILES[profile].default_dataset if profile in PROFILES else "demo"
 
 
 def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[str, Any]) -> str:
@@ -168,7 +198,13 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.models import get_profile
     from largefedbench.registry import resolve_method
 
-    method = resolve_method(request.method)
+    if request.synthetic is not None:
+        from largefedbench.run.declared import declared_method
+
+        _check_declared(request)
+        method = declared_method(request.synthetic, label=request.method or None, made_with=request.made_with)
+    else:
+        method = resolve_method(request.method)
     method_cls = method.cls
     if not request.seeds:
         raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
@@ -181,7 +217,7 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.executors import make_executor
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
-    if request.executor == "local" and method.source != "built-in":
+    if request.executor == "local" and method.source not in ("built-in", "declared"):  # a declared set runs no client code
         raise InputError(f"--executor local runs client functions in the method's own process, where what they keep "
                          f"can reach train(); {method_cls.name!r} is not a built-in method, so its client functions "
                          "run in worker processes: drop --executor local (or use --executor ray)")
@@ -193,10 +229,14 @@ def prepare(request: EvalRequest) -> Prepared:
     profile = get_profile(request.profile)
     public_spec = request.public or profile.public
     public_kind, _ = parse_public(public_spec)
-    preset = request.preset or (profile.name if profile.name in PRESETS else "paper")
-    base = preset_config(method_cls, preset)
-    config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
-    budget = _budget_for(method_cls, request.epsilon, request.delta)
+    preset = request.preset or profile.preset
+    if request.synthetic is not None:
+        config = method.config(request.made_with)
+        budget = _declared_budget(request.epsilon, request.delta)
+    else:
+        base = preset_config(method_cls, preset)
+        config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
+        budget = _budget_for(method_cls, request.epsilon, request.delta)
     if request.noise_free and getattr(method_cls, "fixed_epsilon", None) is not None:
         raise InputError(f"--noise-free: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; "
                          "the noise-free diagnostic is for private methods (it removes their noise)")
@@ -218,16 +258,18 @@ def prepare(request: EvalRequest) -> Prepared:
     }
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True
+    if request.synthetic is not None:
+        key["declared"] = {"label": method.name, "made_with": request.made_with}
     if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids
         key["public"] = public_kind
-    entry_id = _entry_id(method_cls.name, fd, profile.name, budget, key)
+    entry_id = _entry_id(method.name, fd, profile.name, budget, key)
     # finished seeds are reused only under the same profile settings (models, downstream training), not just its name
-    settings = {k: v for k, v in dataclasses.asdict(profile).items() if k != "description"}
+    settings = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("description", "preset", "default_dataset")}
     settings["downstream_training"] = profile.downstream_training.to_dict()
-    run_id = _entry_id(method_cls.name, fd, profile.name, budget,
+    run_id = _entry_id(method.name, fd, profile.name, budget,
                        {**{k: v for k, v in key.items() if k != "seeds"}, "profile_settings": settings})
     dataset = fd.manifest["dataset"].lower()
-    path = request.out / "entries" / dataset / method_cls.name / f"{entry_id}.json"
+    path = request.out / "entries" / dataset / method.name / f"{entry_id}.json"
     return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id, public_spec)
 
 
@@ -391,7 +433,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     fed.budget = budget  # a release that would break the budget stops the run before it happens
     public = ev.public_resources(seed, seed_dir)
-    log(f"seed {seed}: running {cls.name}")
+    log(f"seed {seed}: running {prep.method.name}")
     stages_before = timing.totals()
     t0 = time.perf_counter()
     artifact = cls().train(fed, public, prep.config, budget)
@@ -400,16 +442,20 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     ledger: PrivacyLedger = fed.ledger
     accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"
     spent = ledger.epsilon(budget.delta, accountant) if len(ledger) else 0.0
+    if prep.declared:  # nothing was released here: the ε is the submitter's statement
+        accountant, spent = "declared", budget.epsilon
     if prep.request.noise_free and len(ledger) and not math.isinf(spent):
         raise PrivacyError(f"--noise-free: method {cls.name!r} released with noise (ε = {spent:.4g}): every release "
                            "must go through fed.private_sum, which drops the noise in this diagnostic")
+    if len(ledger) and prep.declared:
+        raise MethodError("a declared synthetic set released through the federation; it must not")
     if over_budget(spent, budget.epsilon) and not prep.request.noise_free:
         raise PrivacyError(
             f"method {cls.name!r} spent ε = {spent:.4g} at δ = {budget.delta:g} (its ledger, {accountant} accountant) "
             f"but the budget is ε = {budget.epsilon:g} (+{BUDGET_SLACK:.0%} calibration slack): the method calibrated its noise for fewer or quieter releases "
             "than it made. Fix the method's calibration plan."
         )
-    if cls.fixed_epsilon is None and not len(ledger):
+    if cls.fixed_epsilon is None and not len(ledger) and not prep.declared:
         raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
                           "method must learn from the private clients through fed.private_sum")
     t1 = time.perf_counter()
@@ -451,6 +497,13 @@ def _names_a_folder(value: str) -> bool:
 
 def _command_for(prep: Prepared) -> str:
     r = prep.request
+    if prep.declared:  # the file by its name; the entry's declared section holds its hash
+        dataset = prep.fd.manifest["name"] if _names_a_folder(r.dataset) else r.dataset
+        return shlex.join(["lfb", "eval", "--synthetic", Path(r.synthetic).name, "--name", prep.method.name,
+                           "--made-with", r.made_with, "--dataset", dataset, "--profile", prep.profile.name,
+                           "--seeds", ",".join(map(str, r.seeds)), "--epsilon", f"{prep.budget.epsilon:g}",
+                           "--delta", f"{prep.budget.delta:g}"]
+                          + (["--public", prep.public_spec.partition(":")[0]] if prep.public_spec != prep.profile.public else []))
     # a published command names no folder of this machine: a file method by its file name, a snapshot by its name
     file, _, cls = r.method.rpartition(":")
     method = f"{Path(file).name}:{cls}" if file and _names_a_folder(file) else r.method
@@ -484,7 +537,9 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     results: list[SeedResult] = []
     non_private: list[dict[str, float]] = []
     generator_only: list[dict[str, float]] = []
-    with_generator_row = prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
+    # the no-signal row is our generator's; a declared set was made by another tool's (with other prompts)
+    with_generator_row = (prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
+                          and not prep.declared)
     public = ev.reference("public", request.seeds[0])
     for seed in request.seeds:
         results.append(_run_seed(prep, ev, seed, log, audit))

@@ -14,11 +14,26 @@ from largefedbench.models import PROFILES, HubModel, TinyGPT2, get_device, get_p
 
 
 def test_known_profiles_and_unknown_name_lists_them():
-    assert list_profiles() == ["paper", "small", "cpu", "tiny"]
+    assert list_profiles() == ["paper", "small", "cpu", "cpu-wide", "tiny"]
     assert get_profile("tiny") is PROFILES["tiny"]
     assert get_profile(PROFILES["paper"]) is PROFILES["paper"]
-    with pytest.raises(InputError, match="unknown model profile 'huge'.*paper, small, cpu, tiny"):
+    with pytest.raises(InputError, match="unknown model profile 'huge'.*paper, small, cpu, cpu-wide, tiny"):
         get_profile("huge")
+
+
+def test_cpu_wide_is_cpu_with_a_wider_downstream_and_the_same_defaults():
+    """Issue 25 step 7: only the on-device model differs (6 layers, 384 wide, ≈12M parameters)."""
+    from largefedbench.models.tiny import build_tiny_gpt2
+    from largefedbench.run.eval import default_dataset
+
+    cpu, wide = PROFILES["cpu"], PROFILES["cpu-wide"]
+    assert (wide.generator, wide.embedder, wide.tokenizer, wide.downstream_training, wide.public) == \
+        (cpu.generator, cpu.embedder, cpu.tokenizer, cpu.downstream_training, cpu.public)
+    assert (wide.downstream.n_layer, wide.downstream.n_embd) == (6, 384) and wide.downstream.pretrain_steps == 3600
+    n = sum(p.numel() for p in build_tiny_gpt2(wide.downstream, 4096, 4095).parameters())
+    assert 11e6 < n < 13e6
+    assert wide.preset == cpu.preset == "cpu" and PROFILES["tiny"].preset == "tiny" and PROFILES["paper"].preset == "paper"
+    assert default_dataset("cpu-wide") == default_dataset("cpu") == "demo-prose" and default_dataset("tiny") == "demo"
 
 
 def test_paper_profile_names_the_papers_models_and_downstream_defaults():
