@@ -448,6 +448,15 @@ def cmd_leaderboard_reproduce(args) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_leaderboard_submit(args) -> int:
+    from largefedbench.run.submit import submit
+
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb submit: {msg}", file=sys.stderr))
+    result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home, log=log)
+    _print_json(result.to_dict()) if args.json else print(result.format())
+    return 0 if result.ok else 1
+
+
 def cmd_smoke(args) -> int:
     from largefedbench.run.smoke import smoke
 
@@ -461,7 +470,8 @@ def cmd_smoke(args) -> int:
 def _add_leaderboard_parsers(sub) -> None:
     board = sub.add_parser("leaderboard", help="validate, render and reproduce leaderboard entries",
                            epilog="examples:\n  lfb leaderboard validate\n  lfb leaderboard render --out leaderboard\n"
-                           "  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json",
+                           "  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json\n"
+                           "  lfb leaderboard submit leaderboard/entries/demo/my-method/ENTRY.json --board ../board/leaderboard",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     bsub = board.add_subparsers(dest="leaderboard_command", metavar="COMMAND")
     p = bsub.add_parser("validate", help="check entries: schema, ε from the ledgers, δ, seeds, consistency, paths",
@@ -497,6 +507,19 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress")
     p.set_defaults(func=cmd_leaderboard_reproduce)
+    p = bsub.add_parser("submit", help="check an entry as the board's CI will and lay out its pull request",
+                        description="Validate ENTRY (with fix hints), check its plots and that its method can be found "
+                        "again (built-in, declared, or an installed package with a version), run `lfb smoke` on a "
+                        "plug-in method, then copy the entry into the board folder, render the board and, inside a git "
+                        "checkout, commit the files on a branch submit/ENTRY-ID (else print the steps).")
+    p.add_argument("entry", type=Path, help="the entry file `lfb eval` wrote")
+    p.add_argument("--board", type=Path, default=Path("leaderboard"), help="the board folder of your clone of the "
+                   "board's repository (default ./leaderboard)")
+    p.add_argument("--no-smoke", action="store_true", help="skip `lfb smoke` of a plug-in method (CI still runs it)")
+    _add_home(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress")
+    p.set_defaults(func=cmd_leaderboard_submit)
     board.set_defaults(func=lambda a: (board.print_help(), 2)[1])
 
     p = sub.add_parser("smoke", help="seconds-long check of a method before `lfb eval` (contract, ledger, determinism)",

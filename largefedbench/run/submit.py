@@ -1,0 +1,201 @@
+"""`lfb leaderboard submit ENTRY`: check an entry the way the board's CI will, and lay out its pull request.
+
+The checks, in order (each failure says what to do):
+
+1. the entry validates where it is (every ``lfb leaderboard validate`` check, with its fix hint);
+2. its plots are PNG files beside it;
+3. its method can be found again: a registered built-in, a declared synthetic set (its file hash is in the entry), or
+   an installed package with a version (``pip install NAME==VERSION`` must give the same code);
+4. a plug-in method passes ``lfb smoke`` (contract, isolation, determinism, no private text in any output).
+
+Then the entry and its plots are copied into the board folder (``--board``, default ``./leaderboard``), the board is
+rendered (CI checks that the pages are current) and, inside a git checkout, the files are committed on a branch of
+their own; outside one the steps are printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from largefedbench.errors import InputError
+from largefedbench.leaderboard.files import EntryFile, board_of, expected_path
+from largefedbench.leaderboard.schema import Entry
+from largefedbench.leaderboard.validate import format_reports, validate_entry_file
+
+__all__ = ["SubmitResult", "submit"]
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass
+class SubmitResult:
+    """What ``submit`` checked and did: ``problems`` stop a submission; ``files`` are the board's changed files."""
+
+    entry_id: str = ""
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    branch: str | None = None
+    commit: str | None = None
+    steps: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(passed for _, passed, _ in self.checks)
+
+    def add(self, name: str, passed: bool, detail: str) -> bool:
+        self.checks.append((name, passed, detail))
+        return passed
+
+    def format(self) -> str:
+        lines = [f"{'ok  ' if passed else 'FAIL'} {name}: {detail}" for name, passed, detail in self.checks]
+        if self.commit:
+            lines.append(f"committed {len(self.files)} files on branch {self.branch} ({self.commit[:12]})")
+        lines += [f"  {step}" for step in self.steps]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"entry_id": self.entry_id, "ok": self.ok, "checks": [
+            {"check": n, "ok": p, "detail": d} for n, p, d in self.checks], "files": [str(f) for f in self.files],
+            "branch": self.branch, "commit": self.commit, "steps": self.steps}
+
+
+def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins: bool = True, home: Path | None = None,
+           log: Callable[[str], None] | None = None) -> SubmitResult:
+    """Check ``entry_path`` and lay out its pull request into ``board`` (see the module docstring)."""
+    log = log or (lambda msg: None)
+    result = SubmitResult()
+    entry_path = Path(entry_path)
+    if not entry_path.is_file():
+        raise InputError(f"{entry_path}: no such entry file; give the .json that `lfb eval` wrote under "
+                         "OUT/entries/DATASET/METHOD/")
+    report = validate_entry_file(EntryFile(entry_path, board_of(entry_path)))
+    if not result.add("validate", report.valid, "valid" if report.valid else "\n" + format_reports([report])):
+        return result
+    entry: Entry = report.entry
+    result.entry_id = entry.entry_id
+    _check_plots(result, entry_path, entry)
+    target = _check_source(result, entry)
+    if target is not None and smoke_plugins:
+        _smoke(result, target, home, log)
+    if not result.ok:
+        return result
+    _lay_out(result, entry_path, entry, Path(board), log)
+    return result
+
+
+def _check_plots(result: SubmitResult, entry_path: Path, entry: Entry) -> None:
+    bad = [name for name in entry.artifacts.values()
+           if not (entry_path.parent / name).read_bytes().startswith(PNG_SIGNATURE)]
+    result.add("plots", not bad, f"{len(entry.artifacts)} PNG files beside the entry" if not bad else
+               f"not PNG images: {', '.join(bad)}; submit the plots `lfb eval` wrote")
+
+
+def _check_source(result: SubmitResult, entry: Entry) -> str | None:
+    """Can the method be found again? Returns the method to smoke-test (plug-ins only), else None."""
+    from largefedbench.errors import LfbError
+    from largefedbench.registry import resolve_method
+
+    m = entry.method
+    if m.source == "declared":
+        result.add("source", True, f"declared synthetic set {entry.declared.file} (sha256 {entry.declared.sha256[:12]}…), "
+                   f"made with {entry.declared.made_with}")
+        return None
+    try:
+        resolved = resolve_method(m.name)
+    except LfbError as exc:
+        result.add("source", False, f"method {m.name!r} is not registered here ({exc}). Install its package so that "
+                   "it registers the name (entry-point group 'largefedbench.methods'), then submit again")
+        return None
+    if m.source == "built-in":
+        from largefedbench import __version__
+
+        result.add("source", resolved.source == "built-in", f"built-in method {m.name!r} (made with largefedbench "
+                   f"{m.version}; installed: {__version__})")
+        return None
+    if resolved.target != m.target:
+        result.add("source", False, f"method {m.name!r} is now {resolved.target}, but the entry was made with "
+                   f"{m.target}: re-run `lfb eval` with the installed package")
+        return None
+    if m.version in ("", "unversioned") or resolved.version != m.version:
+        result.add("source", False, f"method {m.name!r}: the entry names version {m.version!r} and the installed one is "
+                   f"{resolved.version!r}. A plug-in is submitted as a package with a version (`pip install NAME==VERSION` "
+                   "must give the code that ran): give the package a version and re-run `lfb eval`")
+        return None
+    result.add("source", True, f"plug-in {m.target}, package version {m.version}")
+    return m.name
+
+
+def _smoke(result: SubmitResult, method: str, home: Path | None, log: Callable[[str], None]) -> None:
+    from largefedbench.run.smoke import smoke
+
+    log(f"running `lfb smoke {method}` (three short runs on the demo)")
+    report = smoke(method, home=home, log=log)
+    result.add("smoke", report.ok, "passed" if report.ok else "\n" + report.format())
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=False)
+
+
+def _lay_out(result: SubmitResult, entry_path: Path, entry: Entry, board: Path, log: Callable[[str], None]) -> None:
+    from largefedbench.leaderboard.render import render_board
+
+    dest = expected_path(board, entry.dataset.name, entry.method.name, entry.entry_id)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    sources = [entry_path] + [entry_path.parent / name for name in sorted(entry.artifacts.values())]
+    copied = []
+    for src in sources:
+        target = dest.parent / src.name
+        if not (target.exists() and target.resolve() == src.resolve()):
+            shutil.copyfile(src, target)
+        copied.append(target)
+    placed = validate_entry_file(EntryFile(dest, board))
+    if not result.add("placed", placed.valid, f"valid at {dest}" if placed.valid else "\n" + format_reports([placed])):
+        return
+    log(f"rendering the board in {board}")
+    rendered = render_board(board)
+    pages = [board / "README.md", board / "index.html"] + sorted((board / "plots").glob("*.png"))
+    result.files = copied + [p for p in pages if p.exists()]
+    result.add("render", True, f"{board / 'README.md'} and index.html re-rendered ({rendered.board.counts_text()})")
+    top = _git(board, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        result.steps = [f"{board} is not in a git checkout. In a clone of the board's repository:",
+                        f"copy {dest.parent} into its leaderboard/entries/{entry.dataset.name}/",
+                        "run `lfb leaderboard render`, then",
+                        f"git checkout -b submit/{entry.entry_id} && git add leaderboard && "
+                        f"git commit -m {shlex.quote(_message(entry))} && git push -u origin submit/{entry.entry_id}",
+                        "and open a pull request."]
+        return
+    _commit(result, Path(top.stdout.strip()), entry)
+
+
+def _message(entry: Entry) -> str:
+    return (f"leaderboard: {entry.method.name} on {entry.dataset.snapshot} ({entry.config.profile}, ε = "
+            f"{entry.privacy.target_epsilon}, {len(entry.seeds)} seeds)")
+
+
+def _commit(result: SubmitResult, repo: Path, entry: Entry) -> None:
+    branch = f"submit/{entry.entry_id}"
+    current = _git(repo, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
+    if current != branch:
+        switched = _git(repo, "checkout", "-b", branch)
+        if not result.add("branch", switched.returncode == 0, f"created {branch}" if switched.returncode == 0 else
+                          f"`git checkout -b {branch}` failed: {switched.stderr.strip()}. Delete or rename the branch, "
+                          "or commit the files yourself"):
+            return
+    paths = [str(p.resolve().relative_to(repo.resolve())) for p in result.files]
+    added = _git(repo, "add", "--", *paths)
+    committed = _git(repo, "commit", "-q", "-m", _message(entry), "--", *paths) if added.returncode == 0 else added
+    if not result.add("commit", committed.returncode == 0, "the entry, its plots and the rendered board" if
+                      committed.returncode == 0 else f"git failed: {(committed.stderr or committed.stdout).strip()}"):
+        return
+    result.branch, result.commit = branch, _git(repo, "rev-parse", "HEAD").stdout.strip()
+    remote = _git(repo, "remote").stdout.split()
+    push = f"git push -u {remote[0] if remote else 'origin'} {branch}"
+    result.steps = [f"push it: {push}", "then open a pull request from that branch; the board's CI runs "
+                    "`lfb leaderboard validate` and `lfb leaderboard render --check` on it"]
