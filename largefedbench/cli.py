@@ -27,10 +27,12 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb smoke dp-fedavg                             seconds-long check of a method before lfb eval
   lfb eval --method dp-fedavg                     offline: the demo snapshot, tiny profile, seeds 0,1,2
   lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7 --out leaderboard
+  lfb eval --synthetic pe.csv --epsilon 4 --delta 3e-6 --made-with 'DPSDA PE'   score another tool's texts
   lfb audit --method dp-fedavg --epsilon 1 8      the claimed ε beside an empirical lower bound
   lfb leaderboard validate                        check every entry under ./leaderboard/entries
   lfb leaderboard render --out leaderboard        write the board's README.md and index.html
   lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json   re-run an entry, compare
+  lfb leaderboard submit mine/entries/biorxiv/my-method/ENTRY.json --board board/leaderboard   check, lay out the PR
   lfb bench scale --clients 133000 --samples 18000   POPri's client side at paper scale
   lfb bench llm --json                                the LLM's sampling and DPO step against this machine's limit
   lfb privacy noise --epsilon 1 --delta 3e-6 --clients 10000 --per-round 1000 --steps 20
