@@ -25,6 +25,7 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb cutoffs                                     the LLM knowledge cutoffs a window can start after
   lfb methods                                     the registered methods
   lfb smoke dp-fedavg                             seconds-long check of a method before lfb eval
+  lfb release 2026q4 --snapshots biorxiv,congress name this quarter's snapshots (lfb refresh --release 2026q4 rebuilds)
   lfb eval --method dp-fedavg                     offline: the demo snapshot, tiny profile, seeds 0,1,2
   lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7 --out leaderboard
   lfb eval --synthetic pe.csv --epsilon 4 --delta 3e-6 --made-with 'DPSDA PE'   score another tool's texts
@@ -196,6 +197,8 @@ def cmd_refresh(args) -> int:
     from largefedbench.data.splits import SplitRatios
     from largefedbench.scrapers.refresh import RefreshPlan, parse_sources, refresh, window_for
 
+    if args.release:
+        return _refresh_release(args)
     plan = RefreshPlan(
         window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),
         sources=parse_sources(args.sources),
@@ -225,6 +228,58 @@ def cmd_refresh(args) -> int:
         for r, info in zip(results, infos):
             print(f"snapshot {'written' if r.created else 'unchanged'}: {r.path}\n")
             print(format_info(info) + "\n")
+    return 0
+
+
+def _refresh_release(args) -> int:
+    from largefedbench.errors import InputError
+    from largefedbench.scrapers.release_rebuild import rebuild_release
+
+    window_flags = [f for f, v in (("--since", args.since), ("--until", args.until), ("--after-cutoff-of", args.after_cutoff_of),
+                                   ("--sources", args.sources), ("--name", args.name), ("--push-to-hub", args.push_to_hub)) if v]
+    if window_flags:
+        raise InputError(f"--release rebuilds what the release records; drop {', '.join(window_flags)}")
+    results = rebuild_release(args.release, home=args.home, progress=not args.quiet,
+                              base_urls=_key_values(args.base_url, "--base-url"), rate_limit=args.rate_limit,
+                              refresh_cache=args.refresh_cache)
+    for r in results:
+        print(f"{r.path.name}: {'rebuilt' if r.created else 'already here'}, content {r.manifest['content_sha256'][:12]}… "
+              f"= release {args.release}")
+    return 0
+
+
+def cmd_release(args) -> int:
+    from largefedbench.data.federated import resolve_snapshot
+    from largefedbench.data.releases import list_releases, write_release
+    from largefedbench.data.snapshot import read_manifest
+    from largefedbench.errors import InputError
+
+    if args.list:
+        releases = list_releases(args.home)
+        if args.json:
+            _print_json(releases)
+        for r in [] if args.json else releases:
+            print(f"{r['name']}  {r['created_at'][:10]}  " + ", ".join(f"{s['dataset']}@{s['content_sha256'][:12]}"
+                                                                   for s in r["snapshots"]))
+        return 0
+    if not args.name or not args.snapshots:
+        raise InputError("lfb release NAME --snapshots SNAP[,SNAP]: name the release (e.g. 2026q4) and its snapshots "
+                         "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases")
+    manifests = [read_manifest(resolve_snapshot(ref.strip(), args.home)) for ref in args.snapshots.split(",") if ref.strip()]
+    path, release = write_release(args.name, manifests, home=args.home, out=args.out, previous=args.previous)
+    if args.push_to_hub:
+        from largefedbench.data.hub import push_release
+
+        for url in push_release(release, args.push_to_hub, home=args.home):
+            print(f"published {url} (tag {args.name})", file=sys.stderr)
+    if args.json:
+        _print_json(release)
+        return 0
+    print(f"release {args.name} written to {path} (previous: {release['previous'] or 'none'})")
+    for rec in release["snapshots"]:
+        print(f"  {rec['dataset']}@{args.name}: {rec['snapshot']}, {rec['window']['since']}..{rec['window']['until']}, "
+              f"content {rec['content_sha256'][:12]}…")
+    print("changes:\n" + "\n".join(f"  - {c}" for c in release["changes"]))
     return 0
 
 
@@ -620,9 +675,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-limit", type=float, help="requests per second per source (default 1; env LFB_RATE_LIMIT)")
     p.add_argument("--refresh-cache", action="store_true", help="download again even what the raw cache holds")
     p.add_argument("--push-to-hub", metavar="OWNER/NAME", help="publish the snapshot with its card to a Hugging Face dataset repo")
+    p.add_argument("--release", metavar="NAME", help="rebuild release NAME's snapshots from their sources and check "
+                   "each against the release's content hash (`lfb release --list`)")
     p.add_argument("--biorxiv-server", default="biorxiv", choices=["biorxiv", "medrxiv"], help=argparse.SUPPRESS)
     _add_common(p)
     p.set_defaults(func=cmd_refresh)
+
+    p = sub.add_parser("release", help="name a set of snapshots as a dated release (quarterly: YYYYqN)",
+                       description="Write release NAME: for each snapshot its dataset, window, content hash, sources "
+                       "and scraper versions, cleaning, span and split settings, with a changelog against the previous "
+                       "release. `lfb refresh --release NAME` rebuilds it, `--dataset DATASET@NAME` (and "
+                       "load_snapshot) loads it, refusing content that does not hash to it.")
+    p.add_argument("name", nargs="?", help="the release's name, e.g. 2026q4")
+    p.add_argument("--snapshots", help="comma-separated snapshot names, prefixes or dataset names (the newest of each)")
+    p.add_argument("--previous", help="the release to write the changelog against (default: the newest named before it)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="write the release file here (default $LFB_HOME/releases; "
+                   "the project's own releases ship in largefedbench/data/releases)")
+    p.add_argument("--push-to-hub", metavar="OWNER", help="publish each snapshot to OWNER/largefedbench-DATASET as a "
+                   "revision tagged NAME, with the release in its card")
+    p.add_argument("--list", action="store_true", help="list the releases known here")
+    _add_home(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_release)
 
     data = sub.add_parser("data", help="snapshots: the demo, list, info, verify, export")
     dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")

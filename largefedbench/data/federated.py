@@ -125,7 +125,8 @@ def resolve_snapshot(ref: str | Path, root: Path | None = None) -> Path:
 
 
 def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: Path | None = None) -> FederatedDataset:
-    """Load a snapshot by name, folder, or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset) from the
+    """Load a snapshot by name, folder, ``DATASET@RELEASE`` (a dated release, e.g. ``biorxiv@2026q4``: refused unless
+    its content hashes to the release) or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset) from the
     LargeFedBench ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name).
 
     The demo snapshot is built on first use (deterministic, a few seconds).
@@ -133,6 +134,10 @@ def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: P
     from largefedbench.deprecation import renamed_path
 
     root = renamed_path("load_snapshot", "home", home, "root", root)
+    from largefedbench.data.releases import load_release_snapshot, split_release_ref
+
+    if isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref):
+        return load_release_snapshot(ref, root, _load_folder)  # DATASET@RELEASE, checked against the release
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
         from largefedbench.data.hub import download_snapshot
 

@@ -47,3 +47,43 @@ def download_snapshot(repo_id: str, *, revision: str | None = None) -> Path:
             f"could not download the dataset {repo_id!r} from the Hugging Face hub ({type(exc).__name__}: {exc}). "
             "Check the repository id and your network, or download it yourself and pass the folder."
         ) from None
+
+
+def push_release(release: dict, owner: str, *, home: Path | None = None, token: str | None = None) -> list[str]:
+    """Publish each snapshot of ``release`` to ``OWNER/largefedbench-DATASET`` as a revision tagged with the
+    release's name, its dataset card carrying the release and its changelog; returns the repository URLs."""
+    from huggingface_hub import HfApi
+
+    from largefedbench.data.snapshot import dataset_card, read_manifest
+    from largefedbench.paths import snapshots_dir
+
+    if not owner or "/" in owner:
+        raise InputError(f"--push-to-hub {owner!r}: give the hub user or organisation (each dataset goes to "
+                         "OWNER/largefedbench-DATASET)")
+    api, urls = HfApi(token=token), []
+    for record in release["snapshots"]:
+        path = snapshots_dir(home) / record["snapshot"]
+        if not (path / "manifest.json").is_file():
+            raise SnapshotError(f"release {release['name']}: {record['snapshot']} is not built here; "
+                                f"`lfb refresh --release {release['name']}` first")
+        repo_id = f"{owner}/largefedbench-{record['dataset']}"
+        url = push_snapshot(path, repo_id, token=token)
+        card = dataset_card(read_manifest(path)) + _release_section(release, record)
+        try:
+            api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo_id,
+                            repo_type="dataset", commit_message=f"LargeFedBench release {release['name']}")
+            api.create_tag(repo_id, tag=release["name"], repo_type="dataset",
+                           tag_message="; ".join(release["changes"]))
+        except Exception as exc:  # as in push_snapshot: any hub error means "not tagged"
+            raise SnapshotError(f"{repo_id}: the snapshot was uploaded but the release tag {release['name']!r} was not "
+                                f"made ({type(exc).__name__}: {exc}); run the push again") from None
+        urls.append(url)
+    return urls
+
+
+def _release_section(release: dict, record: dict) -> str:
+    lines = [f"\n## Release {release['name']}\n", f"Content SHA-256 `{record['content_sha256']}`; window "
+             f"{record['window']['since']} to {record['window']['until']}; previous release: "
+             f"{release.get('previous') or 'none'}. Load it with `load_snapshot(\"hf://OWNER/largefedbench-"
+             f"{record['dataset']}@{release['name']}\")`.\n", "Changes:\n"]
+    return "\n".join(lines + [f"- {change}" for change in release["changes"]]) + "\n"

@@ -30,14 +30,25 @@ def local_hub(tmp_path, monkeypatch):
         calls.append(("upload_folder", repo_id, repo_type))
         shutil.copytree(folder_path, remote / repo_id, dirs_exist_ok=True)
 
+    def upload_file(self, path_or_fileobj, path_in_repo, repo_id, repo_type=None, commit_message=None):
+        calls.append(("upload_file", repo_id, repo_type))
+        (remote / repo_id / path_in_repo).write_bytes(path_or_fileobj)
+
+    def create_tag(self, repo_id, tag, repo_type=None, tag_message=None):
+        calls.append(("create_tag", repo_id, repo_type))
+        shutil.copytree(remote / repo_id, remote / f"{repo_id}@{tag}")  # a tag pins the revision as it is now
+
     def snapshot_download(repo_id, repo_type=None, revision=None):
         calls.append(("snapshot_download", repo_id, repo_type))
-        if not (remote / repo_id).is_dir():
+        folder = remote / (f"{repo_id}@{revision}" if revision else repo_id)
+        if not folder.is_dir():
             raise huggingface_hub.errors.RepositoryNotFoundError(f"{repo_id} not found")
-        return str(remote / repo_id)
+        return str(folder)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", create_repo)
     monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_file", upload_file)
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_tag", create_tag)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     return calls
 
@@ -59,3 +70,20 @@ def test_hub_errors_are_clear(local_hub):
     built = build_demo(n_clients=200, progress=False)
     with pytest.raises(InputError, match="owner/name"):
         push_snapshot(built.path, "no-owner")
+
+
+def test_a_release_is_published_as_a_tagged_revision_with_its_card(local_hub):
+    from largefedbench.data.hub import push_release
+    from largefedbench.data.releases import write_release
+
+    built = build_demo(n_clients=200, progress=False)
+    _, release = write_release("2026q4", [built.manifest])
+    (url,) = push_release(release, "someone")
+    assert url.endswith("someone/largefedbench-demo")
+    assert [c[0] for c in local_hub] == ["create_repo", "upload_folder", "upload_file", "create_tag"]
+    fd = load_snapshot("hf://someone/largefedbench-demo@2026q4")
+    assert fd.manifest["content_sha256"] == built.manifest["content_sha256"]
+    card = (fd.path / "README.md").read_text()
+    assert "## Release 2026q4" in card and built.manifest["content_sha256"] in card and "- first release" in card
+    with pytest.raises(InputError, match="the hub user or organisation"):
+        push_release(release, "someone/repo")
