@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from largefedbench.leaderboard.findings import Finding, error
+from largefedbench.leaderboard.findings import Finding, error, note
 from largefedbench.leaderboard.schema import Entry, epsilon_value
 from largefedbench.privacy.rules import BUDGET_SLACK, delta_for_clients_problem, over_budget
 
@@ -122,6 +122,63 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              f"the ledgers spend ε = {_fmt(top)}, over the target ε = {_fmt(target)} "
                              f"(+{BUDGET_SLACK:.0%} calibration slack)",
                              "Fix the method's noise calibration so its releases fit the budget"))
+    if p.calibrations is not None and recomputed and (entry.diagnostic is None or entry.diagnostic.kind != "noise-free"):
+        out += _check_calibrations(entry)
+    elif p.calibrations is None and any(isinstance(led, dict) and led.get("events") for led in p.ledgers):
+        out.append(note("privacy-calibration", "privacy.calibrations", "the entry records no noise calibration (made "
+                        "before they were recorded): its σ is checked against its own plan only by re-running it",
+                        "`lfb leaderboard reproduce` re-runs it; a new `lfb eval` records the calibrations"))
+    return out
+
+
+#: a calibrated σ spends its target up to the search's tolerance (opacus: 0.01 in ε; Brent: 1e-6 in σ; PLD/PRV: 0.1 %
+#: of σ); a planned ε below target·(1 − CALIBRATION_RTOL) − CALIBRATION_ATOL is not a calibration for that target
+CALIBRATION_RTOL = 0.02
+CALIBRATION_ATOL = 0.011
+
+
+def _check_calibrations(entry: Entry) -> list[Finding]:
+    """Each calibration record is tight for the entry's target (its σ is what calibrating its plan for the target gives,
+    up to the search's tolerance), and every σ in a seed's ledger is one that seed's calibrations planned."""
+    from largefedbench.errors import LfbError
+    from largefedbench.privacy.ledger import LEDGER_FORMAT
+
+    p, out = entry.privacy, []
+    target, fix = epsilon_value(p.target_epsilon), "Do not edit privacy numbers by hand: re-run `lfb eval`"
+    if len(p.calibrations) != len(entry.seeds):
+        return [error("privacy-calibration", "privacy.calibrations", f"{len(p.calibrations)} lists for "
+                      f"{len(entry.seeds)} seeds", "An entry holds the calibrations of every seed, in seed order. " + fix)]
+    for i, (records, ledger) in enumerate(zip(p.calibrations, p.ledgers)):
+        planned: list[float] = []
+        for j, rec in enumerate(records):
+            where = f"privacy.calibrations[{i}][{j}]"
+            try:
+                events = rec["events"]
+                planned_eps = recompute_epsilon({"format": LEDGER_FORMAT, "events": events}, p.delta, rec["accountant"])
+                planned += [float(e["noise_multiplier"]) for e in events]
+                stated = float(rec["target_epsilon"])
+            except (LfbError, ValueError, TypeError, KeyError) as exc:
+                out.append(error("privacy-calibration", where, f"is not a calibration record ({exc})", fix))
+                continue
+            if stated != target or float(rec.get("delta", -1)) != p.delta:
+                out.append(error("privacy-calibration", where, f"was made for ε = {_fmt(stated)}, δ = {rec.get('delta')}, "
+                                 f"not the entry's target ε = {_fmt(target)}, δ = {p.delta:g}", fix))
+            elif planned_eps < target * (1 - CALIBRATION_RTOL) - CALIBRATION_ATOL or over_budget(planned_eps, target):
+                out.append(error("privacy-calibration", where,
+                                 f"σ = {rec.get('sigma')} gives its own plan ε = {_fmt(planned_eps)}, but a σ calibrated "
+                                 f"for the target ε = {_fmt(target)} spends it (within {CALIBRATION_RTOL:.0%} + "
+                                 f"{CALIBRATION_ATOL:g}): the σ is not the calibration of this entry's plan and target",
+                                 fix))
+        released = [float(e.get("noise_multiplier", 0.0)) for e in (ledger or {}).get("events", []) if isinstance(e, dict)]
+        stray = [s for s in released if s > 0 and not any(math.isclose(s, q, rel_tol=1e-9) for q in planned)]
+        if stray and records:
+            out.append(error("privacy-calibration", f"privacy.ledgers[{i}]",
+                             f"releases with σ = {stray[0]:.6g}, which no calibration of seed {entry.seeds[i]} planned",
+                             "A release's σ comes from budget.calibrate for the method's whole plan. " + fix))
+        elif stray:
+            out.append(note("privacy-calibration", f"privacy.calibrations[{i}]", "the method chose its σ without "
+                            "budget.calibrate, so it is checked against its plan only by re-running it",
+                            "Calibrate with budget.calibrate(plan, n_clients=fed.n_clients), which records the plan"))
     return out
 
 

@@ -90,6 +90,8 @@ class PrivacySection(_Strict):
     epsilon_per_seed: list[Epsilon]
     ledgers: list[dict[str, Any]]  # one PrivacyLedger.to_dict() per seed, in seed order
     n_train_clients: int = Field(ge=1)
+    #: per seed, the method's noise calibrations (PrivacyBudget.calibrations); absent in entries made before them
+    calibrations: list[list[dict[str, Any]]] | None = None
 
 
 class Stat(_Strict):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
 from largefedbench.errors import InputError, PrivacyError
@@ -182,6 +182,9 @@ class PrivacyBudget:
 
     epsilon: float
     delta: float
+    #: every calibration made with this budget: its target, the accountant, σ and the planned events at σ (JSON), so
+    #: an entry can show that its ledger's σ is what calibrating its own plan for its target gives
+    calibrations: list = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -229,7 +232,12 @@ class PrivacyBudget:
                 "ε = 0 is the public reference: it may release nothing computed from private "
                 "data, so there is no noise multiplier to calibrate."
             )
-        return calibrate_noise_multiplier(plan, self.epsilon, self.delta, accountant=accountant, tol=tol)
+        sigma = calibrate_noise_multiplier(plan, self.epsilon, self.delta, accountant=accountant, tol=tol)
+        events = _as_plan(plan)[0](sigma)
+        self.calibrations.append({"target_epsilon": self.epsilon, "delta": self.delta,
+                                  "accountant": resolve_accountant(events, accountant), "sigma": sigma,
+                                  "events": [e.to_dict() for e in events]})
+        return sigma
 
     def check_release(self, spent: Sequence[Event], release: Sequence[Event], *, accountant: str = "auto") -> None:
         """Refuse a release (its ``release`` events) that would take the ledger (``spent`` events so far) over this

@@ -81,7 +81,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         privacy=PrivacySection(epsilon=epsilon_json(max(eps)), delta=prep.budget.delta, unit="user",
                                accountant=results[0].accountant, target_epsilon=epsilon_json(prep.budget.epsilon),
                                epsilon_per_seed=[epsilon_json(e) for e in eps], ledgers=[r.ledger for r in results],
-                               n_train_clients=len(prep.fd.train)),
+                               n_train_clients=len(prep.fd.train), **_calibrations(results)),
         profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
         metrics=_metrics(results, reference_public, reference_non_private, reference_generator_only, novel),
         costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
@@ -94,6 +94,14 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         history=[r.history for r in results],
         **sections,
     )
+
+
+def _calibrations(results: list[SeedResult]) -> dict[str, Any]:
+    """The privacy section's ``calibrations`` when every seed recorded its own (seeds run before they were recorded,
+    and methods that release nothing, have none)."""
+    if any(r.calibrations is None for r in results):
+        return {}
+    return {"calibrations": [r.calibrations for r in results]}
 
 
 def _dataset(fd) -> DatasetSection:

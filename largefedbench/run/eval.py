@@ -435,8 +435,10 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     public = ev.public_resources(seed, seed_dir)
     log(f"seed {seed}: running {prep.method.name}")
     stages_before = timing.totals()
+    calibrated = len(budget.calibrations)
     t0 = time.perf_counter()
     artifact = cls().train(fed, public, prep.config, budget)
+    calibrations = jsonable(budget.calibrations[calibrated:])
     method_seconds = time.perf_counter() - t0
     audit_scores = None if audit is None else audit.score(artifact, ev.bundle, seed)
     ledger: PrivacyLedger = fed.ledger
@@ -479,6 +481,7 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
         stage_seconds=timing.stage_breakdown(stages_before, timing.totals(), time.perf_counter() - t0),
+        calibrations=calibrations if len(ledger) and not prep.declared else None,
     )
     atomic_write_json(done, result.to_json())
     if cls.name == "generator-only" and prep.config == preset_config(cls, prep.preset):

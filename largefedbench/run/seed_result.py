@@ -35,11 +35,13 @@ class SeedResult:
     audit: dict[str, Any] | None = None  # the canaries' scores (``lfb audit`` runs only)
     topic_share: float | None = None  # demos only: share of the synthetic samples naming a private-only topic
     stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
+    calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (``result.json``): every field, ``audit``, ``topic_share`` and ``stage_seconds`` only when set."""
+        """The stored form (``result.json``): every field; ``audit``, ``topic_share``, ``stage_seconds`` and
+        ``calibrations`` only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", "topic_share", "stage_seconds"):
+        for key in ("audit", "topic_share", "stage_seconds", "calibrations"):
             if data[key] is None:
                 del data[key]
         return data

@@ -108,6 +108,8 @@ def with_seeds(data: dict[str, Any], seeds: list[int], spread: float = 0.002) ->
         stat["per_seed"] = cycle(stat["per_seed"])
     p = out["privacy"]
     p["ledgers"] = [copy.deepcopy(p["ledgers"][i % len(p["ledgers"])]) for i in range(len(seeds))]
+    if p.get("calibrations") is not None:
+        p["calibrations"] = [copy.deepcopy(p["calibrations"][i % len(p["calibrations"])]) for i in range(len(seeds))]
     p["epsilon_per_seed"] = [p["epsilon_per_seed"][i % len(p["epsilon_per_seed"])] for i in range(len(seeds))]
     out["history"] = [out["history"][i % len(out["history"])] for i in range(len(seeds))] if out["history"] else []
     out["seeds"] = list(seeds)
@@ -123,9 +125,11 @@ def shift_accuracy(data: dict[str, Any], delta: float) -> dict[str, Any]:
 
 
 def with_noise(data: dict[str, Any], factor: float) -> dict[str, Any]:
-    """Every ledger's noise multipliers scaled by ``factor``; ε (per seed, max) and the target recomputed."""
+    """Every ledger's noise multipliers scaled by ``factor``; ε (per seed, max) and the target recomputed. The
+    calibration records go (no calibration for the new target made these σ): the variant is valid with a note."""
     out = copy.deepcopy(data)
     p = out["privacy"]
+    p.pop("calibrations", None)
     for ledger in p["ledgers"]:
         for event in ledger["events"]:
             event["noise_multiplier"] *= factor
@@ -147,6 +151,7 @@ def as_reference(data: dict[str, Any], kind: str) -> dict[str, Any]:
                  "topic_share"):  # a reference row is not read against the no-signal row
         m.pop(name, None)
     n = len(out["seeds"])
+    p.pop("calibrations", None)  # the references calibrate nothing
     cls = "PublicReference" if kind == "public" else "NonPrivateReference"
     out["method"].update(name=kind, output="model", source="built-in", target=f"largefedbench.methods.references:{cls}",
                          paper=f"POPri (Hou et al., ICML 2025) §5: the ε = {'0' if kind == 'public' else '∞'} reference")

@@ -135,3 +135,19 @@ def test_a_default_name_that_is_a_method_name_is_kept_apart(tiny, tmp_path):
     prep = prepare(EvalRequest(method=None, synthetic=_csv(tmp_path / "PE.csv"), made_with="DPSDA", epsilon=4.0,
                                delta=1e-4, seeds=(0,), out=tmp_path / "board", home=root, progress=False))
     assert prep.method.name == "pe-declared" and prep.entry_path.parent.name == "pe-declared"
+
+
+def test_the_declared_command_names_the_file_not_its_folder(tmp_path):
+    from types import SimpleNamespace
+
+    from largefedbench.run.eval import _command_for
+
+    request = SimpleNamespace(synthetic=tmp_path / "deep" / "pe.csv", made_with="DPSDA PE", dataset=str(tmp_path / "snap"),
+                              seeds=(0, 1, 2))
+    prep = SimpleNamespace(request=request, declared=True, method=SimpleNamespace(name="pe-declared"),
+                           fd=SimpleNamespace(manifest={"name": "snap-x"}), profile=SimpleNamespace(name="cpu", public="generic"),
+                           budget=SimpleNamespace(epsilon=4.0, delta=3e-6), public_spec="generic")
+    command = _command_for(prep)
+    assert str(tmp_path) not in command
+    assert command == ("lfb eval --synthetic pe.csv --name pe-declared --made-with 'DPSDA PE' --dataset snap-x "
+                       "--profile cpu --seeds 0,1,2 --epsilon 4 --delta 3e-06")

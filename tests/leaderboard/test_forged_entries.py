@@ -242,7 +242,7 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
                               seeds=(0, 1, 2), overrides={}, noise_free=False)
     prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny", public="split"), preset="tiny",
                            method_cls=SimpleNamespace(fixed_epsilon=0), fd=SimpleNamespace(manifest={"name": "snap-x"}),
-                           public_spec=f"c4:{tmp_path / 'c4'}")
+                           public_spec=f"c4:{tmp_path / 'c4'}", declared=False)
     command = _command_for(prep)
     assert command.endswith("--public c4") and str(tmp_path) not in command  # the kind, never a local C4 path
     assert "--method mine.py:Mine" in command and "--dataset snap-x" in command and not local_paths(command)
