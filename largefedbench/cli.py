@@ -404,7 +404,7 @@ def cmd_audit(args) -> int:
     from largefedbench.run.eval import EvalRequest, run_eval
 
     audit = Audit(canaries=args.canaries, confidence=args.confidence, inclusion_seed=args.inclusion_seed,
-                  progress=not args.quiet)
+                  progress=not args.quiet, leak_canaries=args.leak_canaries)
     results = []
     for eps in args.epsilon or [None]:
         request = EvalRequest(
@@ -818,6 +818,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--canaries", type=int, default=100, metavar="M", help="number of canaries, about half inserted (default 100)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
     p.add_argument("--inclusion-seed", type=int, default=0, help="seed of the canaries and their coin flips (default 0)")
+    p.add_argument("--leak-canaries", type=int, default=3, metavar="K", help="extra clients of random words, searched "
+                   "for in every output of each seed; a hit stops the audit (default 3; 0 turns the search off)")
     p.add_argument("--epsilon", type=float, nargs="+", help="one or more claimed epsilons to run at (default 1)")
     _add_run_flags(p)
     p.add_argument("--json", action="store_true", help="print the entry (a list with several --epsilon)")

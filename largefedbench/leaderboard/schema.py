@@ -214,6 +214,7 @@ class AuditSection(_Strict):
     """Empirical privacy audit (``lfb audit``): canary clients in the run, an ε lower bound beside the claimed ε."""
 
     canaries: int = Field(ge=2)
+    leak_canaries: int = Field(default=0, ge=0)  # random-word clients searched for in every output (0: audits before them)
     kind: Literal["update", "text"]
     inclusion_seed: int
     score: str  # what a canary's membership score is

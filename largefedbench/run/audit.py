@@ -14,12 +14,22 @@ import hashlib
 import json
 import math
 import shlex
+import tempfile
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from largefedbench.audit.canaries import CanaryPlan, canary_split, text_scores, update_scores, with_canaries
+from largefedbench.audit.canaries import (
+    CanaryPlan,
+    canary_split,
+    text_scores,
+    update_scores,
+    with_canaries,
+    with_clients,
+)
 from largefedbench.audit.estimators import one_run_lower_bound, one_shot_estimate
 from largefedbench.audit.releases import SCORE as RELEASE_SCORE
 from largefedbench.audit.releases import ReleaseScores
@@ -30,6 +40,7 @@ __all__ = ["Audit", "ESTIMATOR", "SCORES", "audit_seed"]
 ESTIMATOR = ("one-run lower bound (Steinke, Nasr & Jagielski, NeurIPS 2023, Thm 5.2 with the delta term): one-sided "
              "top-k guesses, Bonferroni over thresholds; one-shot Gaussian estimate (Andrew et al., ICLR 2024) for "
              "model updates")
+LEAK_CANARIES = 3
 SCORES = {
     "update": "cosine between the canary's random unit direction and the released model minus the public model",
     "text": "largest cosine similarity between the canary's secret sentences and the released synthetic texts "
@@ -71,10 +82,15 @@ class Audit:
     confidence: float = 0.95
     inclusion_seed: int = 0
     progress: bool = True
+    #: extra train clients whose spans are random 12-letter words, searched for in every output of each seed (a hit
+    #: stops the audit: client text left the federation other than as a noised sum); 0 in audits made before them
+    leak_canaries: int = LEAK_CANARIES
 
     def __post_init__(self) -> None:
         if not 0 < self.confidence < 1:
             raise InputError(f"--confidence {self.confidence}: give a probability in (0, 1), e.g. 0.95")
+        if not (isinstance(self.leak_canaries, int) and 0 <= self.leak_canaries <= 100):
+            raise InputError(f"--leak-canaries {self.leak_canaries}: give a count from 0 to 100 (default {LEAK_CANARIES})")
         self.plan: CanaryPlan | None = None
         self._clip: float | None = None
         self._scores: dict[int, list[float]] = {}
@@ -111,7 +127,8 @@ class Audit:
         """``<plain id>--audit-<digest of the canary settings>``, shortened in its name part, never a digest."""
         from largefedbench.run.eval import bounded_id
 
-        key = json.dumps([plain_id, self.canaries, self.inclusion_seed], sort_keys=True)
+        settings = [plain_id, self.canaries, self.inclusion_seed] + ([self.leak_canaries] if self.leak_canaries else [])
+        key = json.dumps(settings, sort_keys=True)
         name, _, plain_digest = plain_id.rpartition("--")
         return bounded_id(name, plain_digest, f"audit-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
 
@@ -121,7 +138,15 @@ class Audit:
         parts = shlex.split(_command_for(prep))
         parts[1] = "audit"
         return shlex.join(parts + ["--canaries", str(self.canaries), "--confidence", f"{self.confidence:g}",
-                                   "--inclusion-seed", str(self.inclusion_seed)])
+                                   "--inclusion-seed", str(self.inclusion_seed), "--leak-canaries", str(self.leak_canaries)])
+
+    def leak_texts(self, seed: int) -> dict[str, list[str]]:
+        """The seed's leak canaries: id → one span of six random 12-letter words (fixed by the inclusion seed and
+        the seed, so a resumed seed has the same clients)."""
+        from largefedbench.data.private_text import canary_texts
+
+        rng = np.random.default_rng(np.random.SeedSequence([self.inclusion_seed, seed, 0x1EA4]))
+        return {f"leak-canary-{seed}-{i}": spans for i, spans in enumerate(canary_texts(rng, self.leak_canaries))}
 
     # -- during each seed -----------------------------------------------------------------------------------
     def federation(self, ev, method_cls: type, seed: int):
@@ -130,11 +155,14 @@ class Audit:
         from largefedbench.models import embed
 
         plan = self.plan
-        split = with_canaries(ev.prep.fd.train, plan)
+        leaks = self.leak_texts(seed)
+        split = with_clients(with_canaries(ev.prep.fd.train, plan), leaks)
+        self._since = time.time()
         embeddings = None
         if getattr(method_cls, "needs_span_embeddings", False):
             base = ev.bundle.span_embeddings(ev.prep.fd, "train", progress=ev.prep.request.progress)
             extra = [s for j in np.flatnonzero(plan.included) for s in plan.texts(int(j))]
+            extra += [s for spans in leaks.values() for s in spans]
             vectors = np.concatenate([base, embed(extra, ev.bundle.embedder).astype(base.dtype)]) if extra else base
             embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(split.span_counts())]))
         fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free,
@@ -151,6 +179,27 @@ class Audit:
             path = None if run_dir is None else run_dir / f"seed-{seed}" / "audit-release-scores.npz"
             self._releases = fed.on_release = ReleaseScores(store, plan.m, path)
         return fed
+
+    def search_leaks(self, artifact, seed: int, seed_dir) -> None:
+        """Stop the audit if a leak canary's words are in the artifact (texts, info, history), the seed's folder or a
+        file the run left in the system temp folder: they reach the method only by leaking."""
+        from largefedbench.data.private_text import LeakSearch
+
+        words = [w for spans in self.leak_texts(seed).values() for t in spans for w in t.split()]
+        if not words:
+            return
+        search = LeakSearch(None, words)
+        if isinstance(getattr(artifact, "texts", None), (list, tuple)):
+            search.texts(artifact.texts, "artifact.texts")
+        search.value(getattr(artifact, "info", None), "artifact.info")
+        search.value(getattr(artifact, "history", None), "artifact.history")
+        if seed_dir is not None:
+            search.folder(seed_dir)
+        search.folder(Path(tempfile.gettempdir()), newer_than=getattr(self, "_since", None), depth=2)
+        if search.leaks:
+            raise MethodError(f"audit seed {seed}: a leak canary's secret word left the federation other than as a "
+                              f"noised sum ({'; '.join(str(leak) for leak in search.leaks[:3])}). Only fed.private_sum's "
+                              "noised result may depend on the clients; run `lfb smoke` on the method to see how")
 
     def score(self, artifact, bundle, seed: int) -> dict[str, Any]:
         """Every canary's score from the released artifact (stored in the seed's result)."""
@@ -185,7 +234,8 @@ class Audit:
         used = {r["audit"].get("score", plan.kind) for r in results}
         if len(used) != 1:
             raise MethodError(f"the seeds' canaries were scored differently ({', '.join(sorted(used))}); re-run the audit")
-        return {"canaries": plan.m, "kind": plan.kind, "inclusion_seed": plan.seed, "score": SCORES[used.pop()],
+        leak = {"leak_canaries": self.leak_canaries} if self.leak_canaries else {}
+        return {**leak, "canaries": plan.m, "kind": plan.kind, "inclusion_seed": plan.seed, "score": SCORES[used.pop()],
                 "estimator": ESTIMATOR, "confidence": self.confidence, "delta": budget.delta,
                 "epsilon_lower_bound": max(s["epsilon_lower_bound"] for s in seeds), "one_shot_epsilon": shot,
                 "per_seed": seeds}

@@ -440,6 +440,8 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
     artifact = cls().train(fed, public, prep.config, budget)
     calibrations = jsonable(budget.calibrations[calibrated:])
     method_seconds = time.perf_counter() - t0
+    if audit is not None:
+        audit.search_leaks(artifact, seed, seed_dir)
     audit_scores = None if audit is None else audit.score(artifact, ev.bundle, seed)
     ledger: PrivacyLedger = fed.ledger
     accountant = resolve_accountant(ledger.events) if len(ledger) else "rdp"

@@ -177,7 +177,8 @@ def _audit(entry: Entry, progress: bool):
     from largefedbench.run.audit import Audit
 
     a = entry.audit
-    return Audit(canaries=a.canaries, confidence=a.confidence, inclusion_seed=a.inclusion_seed, progress=progress)
+    return Audit(canaries=a.canaries, confidence=a.confidence, inclusion_seed=a.inclusion_seed, progress=progress,
+                 leak_canaries=a.leak_canaries)
 
 
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
