@@ -257,3 +257,17 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
                    log=lambda line: None)
     assert row.entry.privacy.epsilon == 0.0 and row.entry.privacy.ledgers[0]["events"] == []
     assert row.entry.metrics.next_token_accuracy.top1.mean == pytest.approx(m.reference_generator_only.top1.mean)
+
+
+def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny, tmp_path):
+    """`lfb eval --method non-private` trains on the private clients once: the run is the reference row."""
+    _fd, _bundle, root = tiny
+    home = tmp_path / "home"
+    shutil.copytree(root, home, ignore=shutil.ignore_patterns("references"))  # the snapshot and models, no cached rows
+    logs: list[str] = []
+    result = run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path / "board", home=home, progress=False),
+                      log=logs.append)
+    assert not any("computing the non-private reference" in line for line in logs), logs
+    assert any("computing the public reference" in line for line in logs)
+    np_top1 = result.entry.metrics.reference_non_private.top1.per_seed[0]
+    assert np_top1 == result.entry.metrics.next_token_accuracy.top1.per_seed[0]

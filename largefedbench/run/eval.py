@@ -40,6 +40,7 @@ __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Pre
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
+REFERENCE_ROWS = ("public", "non-private", "generator-only")  # the rows every entry carries (cached per seed)
 ID_LIMIT = 128  # entry ids (the schema's ID_PATTERN) are at most this long
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
 
@@ -377,7 +378,7 @@ class _Evaluator:
         """The test metrics of the reference ``name`` (``public``, ``non-private`` or ``generator-only``) for
         ``seed``, computed once and cached; the generator-only row runs with the run's preset."""
         cls = self._reference_class(name)
-        config = preset_config(cls, self.prep.preset) if name == "generator-only" else cls.Config()
+        config = self.reference_config(name)
         path = self._reference_path(name, None if name == "public" else seed,
                                     config_to_dict(config) if name == "generator-only" else None)
         if path.exists():
@@ -392,10 +393,15 @@ class _Evaluator:
         atomic_write_json(path, metrics)
         return metrics
 
+    def reference_config(self, name: str) -> Any:
+        """The config a reference row runs with: the run's preset for the generator-only row, else the default."""
+        cls = self._reference_class(name)
+        return preset_config(cls, self.prep.preset) if name == "generator-only" else cls.Config()
+
     def remember_reference(self, name: str, seed: int, metrics: dict[str, Any]) -> None:
         """Store a reference's metrics that a run of the reference method itself computed (same settings)."""
-        cls_config = config_to_dict(preset_config(self._reference_class(name), self.prep.preset))
-        path = self._reference_path(name, seed, cls_config)
+        config = config_to_dict(self.reference_config(name)) if name == "generator-only" else None
+        path = self._reference_path(name, None if name == "public" else seed, config)
         if not path.exists():
             atomic_write_json(path, jsonable(metrics))
 
@@ -486,9 +492,10 @@ def _run_seed(prep: Prepared, ev: _Evaluator, seed: int, log: Callable[[str], No
         calibrations=calibrations if len(ledger) and not prep.declared else None,
     )
     atomic_write_json(done, result.to_json())
-    if cls.name == "generator-only" and prep.config == preset_config(cls, prep.preset):
-        # the same computation as the reference row every synthetic entry carries: cache it for them
-        ev.remember_reference("generator-only", seed, {**test, **stats})
+    if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free
+            and prep.config == ev.reference_config(cls.name)):
+        # the same computation as the reference row every entry carries: cache it, so it is not run again
+        ev.remember_reference(cls.name, seed, {**test, **stats})
     public.clear_checkpoint()
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
