@@ -13,13 +13,14 @@ How to write a method: CONTRIBUTING.md; the map: docs/architecture.md.
 from largefedbench.client_views import ChunkView, ClientView
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError, MethodError
+from largefedbench.fedtrain import FlatParams, Release, Server, train_rounds
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, TreeAggregationEvent
 from largefedbench.privacy.events import GaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian, NoNoise, TreeAggregation, TreePrefixSum
-from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
+from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
 from largefedbench.synthetic.noise import noise_for_rounds
 
-__all__ = ["Artifact", "ChunkView", "ClientView", "Gaussian", "GaussianEvent", "InputError", "Method", "MethodError",
-           "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "RoundsLoop", "Timer",
-           "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum", "cohort_fields", "draw_cohort",
-           "noise_for_rounds"]
+__all__ = ["Artifact", "ChunkView", "ClientView", "FlatParams", "Gaussian", "GaussianEvent", "InputError", "Method",
+           "MethodError", "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "Release", "RoundsLoop",
+           "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum", "cohort_fields", "draw_cohort",
+           "noise_for_rounds", "train_rounds"]

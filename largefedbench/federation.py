@@ -36,7 +36,7 @@ from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 from largefedbench.timing import timed
 
-__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "release_snr"]
+__all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "payload_floats", "release_snr"]
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class Federation:
     @timed("clients")
     def private_sum(self, cohort: Cohort, client_fn: Callable[[Any], Any], *, clip: float, mechanism: Mechanism,
                     batched: bool = False, chunk_clients: int | None = None, shape: tuple[int, ...] | None = None,
-                    download_floats: int = 0, progress: Callable[[int], None] | None = None) -> Any:
+                    broadcast: Any = None, progress: Callable[[int], None] | None = None) -> Any:
         """The noised sum of the cohort's clipped client vectors; the only thing that leaves the clients.
 
         ``client_fn(ClientView)`` returns one client's vector, or with ``batched=True`` ``client_fn(ChunkView)``
@@ -190,6 +190,8 @@ class Federation:
         executor; a library client function with an exact ``clipped_sum`` shortcut is summed algebraically).
         ``mechanism`` adds its noise and appends its event to the ledger, with the cohort's sampling.
         ``shape`` (one client's vector shape) is needed only for an empty cohort in per-client mode.
+        ``broadcast`` is what the server sends every cohort client this round (arrays, tensors, or lists/tuples/dicts
+        of them: the samples' embeddings, the global weights); the costs count its floats as each client's download.
         ``progress(n)`` is called after each chunk with its number of clients.
         """
         clip = float(clip)
@@ -204,6 +206,7 @@ class Federation:
         chunks = [cohort.indices[lo : lo + size] for lo in range(0, len(cohort), size)]
         if not chunks and batched:
             chunks = [cohort.indices[:0]]  # a batched function tells the sum's shape from an empty chunk
+        door, down = time.perf_counter(), payload_floats(broadcast)
         total, width, seconds = None, 0, 0.0
         if self.client_outputs is not None:  # an audit: canary clients return their canary vector (no shortcut)
             client_fn = _with_own_outputs(client_fn, self.client_outputs, batched)
@@ -232,14 +235,18 @@ class Federation:
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
-                       floats_down_per_client=float(download_floats), floats_up_per_client=float(width))
+                       floats_down_per_client=float(down), floats_up_per_client=float(width))
         sigma = 0.0 if self.noise_free else float(getattr(mechanism, "noise_multiplier", 0.0))
         self.releases.append(release_snr(cohort.round, sigma, clip, cohort.sample_rate * self.n_clients))
         if self.on_release is not None:  # an audit scores its canaries against every noised sum
             self.on_release(client_fn=client_fn, clip=clip, batched=batched, round_=cohort.round, fed_seed=self._seed,
                             noisy=noisy)
+        self.door_seconds += time.perf_counter() - door
         return noisy
 
+    #: wall seconds spent inside ``private_sum`` so far (the clients' side of every round and the noise): the rounds
+    #: loop counts the rest of a round as server time
+    door_seconds: float = 0.0
     #: the run's ``PrivacyBudget`` (set by the harness): a release that would spend beyond it is refused before it
     #: happens (``PrivacyBudget.check_release``)
     budget: Any = None
@@ -298,6 +305,22 @@ class Federation:
             gen.manual_seed(int(self._noise_rng.integers(2**62)))
             self._torch_generators[device] = gen
         return self._torch_generators[device]
+
+
+def payload_floats(payload: Any) -> int:
+    """How many numbers ``payload`` holds: an array's or tensor's size, summed over lists, tuples and dict values."""
+    if payload is None:
+        return 0
+    if isinstance(payload, dict):
+        return sum(payload_floats(v) for v in payload.values())
+    if isinstance(payload, (list, tuple)):
+        return sum(payload_floats(v) for v in payload)
+    size = getattr(payload, "numel", None)
+    if callable(size):  # a torch tensor
+        return int(size())
+    if hasattr(payload, "size") and hasattr(payload, "dtype"):  # a numpy array
+        return int(payload.size)
+    raise InputError(f"broadcast holds a {type(payload).__name__}; give arrays or tensors (or lists/dicts of them)")
 
 
 def release_snr(round_: int, sigma: float, clip: float, expected_clients: float) -> dict[str, Any]:

@@ -3,7 +3,8 @@ between the two only by how a round's cohort is drawn, by the mechanism of its n
 (a :class:`Server` each). Every round a cohort runs local SGD from the global weights
 (:class:`~largefedbench.fedtrain.ModelUpdate`; POPri App. C.1), the server sees only the noisy sum of their clipped
 updates (``fed.private_sum``) and steps; the model kept is the round with the best validation top-1 (round 0 = the
-public model; POPri §5 and App. C.1).
+public model; POPri §5 and App. C.1). The rounds run in the one federated-training driver
+(:func:`~largefedbench.fedtrain.train_rounds`).
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from largefedbench.fedtrain import (
     FlatParams,
     LocalSGD,
     ModelUpdate,
-    ServerState,
+    Release,
+    Server,
     UpdateNormTally,
-    private_cohort_update,
+    record_update_norms,
+    train_rounds,
 )
 from largefedbench.privacy import PrivacyBudget
-from largefedbench.rounds import RoundsLoop, unreleased_path
+from largefedbench.rounds import unreleased_path
 
-__all__ = ["FederatedFineTuning", "FineTuningConfig", "Server"]
+__all__ = ["FederatedFineTuning", "FineTuningConfig", "ModelClients", "ModelServer"]
 
 
 @dataclass(frozen=True)
@@ -74,46 +77,55 @@ class FineTuningConfig:
                         max_steps=self.max_local_steps)
 
 
-class Server:
-    """What DP-FedAvg and DP-FTRL do differently: σ (calibrated for the method's plan), a round's cohort, mechanism
-    and public history fields (:meth:`round`), the step on the released sum (:meth:`step`, which moves the global
-    weights ``flat``), the artifact's description of the plan and the state a checkpoint keeps."""
+class ModelServer(Server):
+    """What DP-FedAvg and DP-FTRL do differently, on the downstream model's weights ``flat``: σ (calibrated for the
+    method's plan), a round's cohort, mechanism and public history fields (:meth:`draw`, which starts the federation
+    round), the step on the released sum (:meth:`apply`), the artifact's description of the plan and the state a
+    checkpoint keeps. Every round the cohort runs local SGD from the broadcast weights (:attr:`clients`)."""
 
-    sigma: float
+    clients: ModelClients
+    round_index: int = 0
 
-    def __init__(self, flat: FlatParams) -> None:
-        self.flat = flat
-
-    @property
-    def weights(self) -> torch.Tensor:
-        """The global model as one flat vector."""
-        return self.flat.get()
-
-    def round(self, r: int) -> tuple[Any, Any, dict[str, Any]]:
+    def draw(self, r: int) -> tuple[Any, Any, dict[str, Any]]:
         """``(cohort, mechanism, history fields)`` of round ``r`` (1-based); starts the federation round."""
         raise NotImplementedError
 
-    def step(self, noisy_sum: torch.Tensor) -> None:
+    def apply(self, noisy_sum: torch.Tensor) -> None:
         raise NotImplementedError
 
-    def plan(self) -> dict[str, Any]:
-        raise NotImplementedError
+    def release(self, r: int) -> Release:
+        self.round_index = r
+        cohort, mechanism, row = self.draw(r)
+        c = self.clients
+        tally = UpdateNormTally(c.clip) if c.record_norms else None
+        # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
+        return Release(cohort, CohortUpdate(c.update, self.weights, tally), mechanism, c.clip,
+                       chunk_clients=c.chunk_clients, broadcast=self.weights, row=row)
 
-    def state_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+    def step(self, noisy: torch.Tensor, release: Release) -> None:
+        record_update_norms(release.client_fn, release.cohort, self.clients.public, self.round_index)
+        self.apply(noisy)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        raise NotImplementedError
+
+@dataclass
+class ModelClients:
+    """The clients' side of a model server's rounds: their local update, clip, chunking, the norm diagnostic."""
+
+    update: ModelUpdate
+    clip: float
+    chunk_clients: int
+    record_norms: bool
+    public: PublicResources
 
 
 class FederatedFineTuning(Method):
-    """DP-FedAvg and DP-FTRL; a subclass gives its :class:`Server` (``make_server``)."""
+    """DP-FedAvg and DP-FTRL; a subclass gives its :class:`ModelServer` (``make_server``)."""
 
     output: ClassVar[str] = "model"
     retired_settings: ClassVar[dict[str, str]] = {
         "vectorize": "0.3.0: the cohort update is one loop (vmap was not faster; fedtrain/local_sgd.py)"}
 
-    def make_server(self, fed: Federation, cfg, budget: PrivacyBudget, flat: FlatParams) -> Server:
+    def make_server(self, fed: Federation, cfg, budget: PrivacyBudget, flat: FlatParams) -> ModelServer:
         raise NotImplementedError
 
     def train(self, fed: Federation, public: PublicResources, cfg, budget: PrivacyBudget) -> Artifact:
@@ -121,33 +133,13 @@ class FederatedFineTuning(Method):
             unreleased_path(public)  # fails now, not after the first round, if the run has no folder
         model = public.models.new_downstream()
         server = self.make_server(fed, cfg, budget, FlatParams(model))
-        update = ModelUpdate(model, public.models.tokenizer, cfg.local(), cfg.max_len)
-        loop = RoundsLoop(fed, public, ServerState(), rounds=cfg.rounds, first=1, desc=f"{self.name} rounds",
-                          select="max", fingerprint={"method": self.name, "config": config_to_dict(cfg),
-                                                     "sigma": server.sigma, "n_clients": fed.n_clients,
-                                                     "seed": public.seed})
-
-        def validate(r: int) -> float:  # POPri §5, App. C.1: the reported model is the best on validation
-            top1 = float(public.validation_accuracy(model)["top1"])
-            loop.offer(top1, r, server.weights.cpu())
-            return top1
-
-        if loop.resumed:
-            server.load_state_dict(loop.state.server)
-        else:
-            loop.history.append({"round": 0, "cohort_size": 0, "validation_top1": validate(0)})
-        for r in loop:
-            cohort, mechanism, row = server.round(r)
-            tally = UpdateNormTally(cfg.clip) if cfg.record_update_norms else None
-            # clip-and-sum chunk by chunk: memory holds chunk_clients updates, not the cohort's
-            noisy = private_cohort_update(fed, cohort, CohortUpdate(update, server.weights, tally), clip=cfg.clip,
-                                          mechanism=mechanism, chunk_clients=cfg.chunk_clients, public=public, round_=r)
-            server.step(noisy)
-            if r % cfg.eval_every == 0 or r == cfg.rounds:
-                row["validation_top1"] = validate(r)
-            loop.history.append({"round": r, **row})
-            loop.state.server = server.state_dict()
-
+        server.clients = ModelClients(ModelUpdate(model, public.models.tokenizer, cfg.local(), cfg.max_len), cfg.clip,
+                                      cfg.chunk_clients, cfg.record_update_norms, public)
+        # POPri §5, App. C.1: the reported model is the best on validation (round 0 = the public model)
+        loop = train_rounds(fed, public, server, rounds=cfg.rounds, first=1, desc=f"{self.name} rounds",
+                            validate=lambda: public.validation_accuracy(model)["top1"], eval_every=cfg.eval_every,
+                            fingerprint={"method": self.name, "config": config_to_dict(cfg), "sigma": server.sigma,
+                                         "n_clients": fed.n_clients, "seed": public.seed})
         server.flat.set(loop.best.weights.to(server.weights))
         artifact = Artifact.trained_model(model, **server.plan(), best_round=loop.best.round, clip=cfg.clip,
                                           best_validation_top1=loop.best.score)

@@ -33,15 +33,15 @@ import numpy as np
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
-from largefedbench.models import embed
-from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.synthetic.dp_finetune import (
+from largefedbench.fedtrain.generator import (
     conditional_prompt,
     generator_update,
     pretrain_on_public,
     require_private_budget,
 )
+from largefedbench.models import embed
+from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
     Buckets,
@@ -174,9 +174,9 @@ class TopicModel:
         """Each client's topic: the nearest centroid of the mean of its span embeddings (inside a client function)."""
         return self.buckets.assign(client_embedding_sums(span_vectors, owner, n_clients))
 
-    @property
-    def size(self) -> int:
-        return int(self.buckets.components.size + self.buckets.centroids.size)
+    def broadcast(self) -> tuple[np.ndarray, ...]:
+        """What a client downloads to find its own topic (the buckets' PCA and centroids)."""
+        return self.buckets.broadcast()
 
 
 def fit_topic_model(public, n_topics: int, n_keywords: int, *, variance: float, seed: int,
@@ -220,11 +220,7 @@ class CTCL(Method):
         n = fed.n_clients
         settings = cfg.fedavg(n)
         sigma_h = cfg.histogram_noise_multiplier
-
-        def plan(sigma: float) -> list[PoissonGaussianEvent]:
-            return [*settings.events(sigma, n), PoissonGaussianEvent(sigma_h, 1.0, 1)]
-
-        sigma = budget.calibrate(plan, n_clients=n)
+        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_h, 1.0, 1))
         topics, public_labels, public_spans = fit_topic_model(public, cfg.n_topics, cfg.n_keywords,
                                                               variance=cfg.topic_pca_variance, seed=public.seed,
                                                               corpus_size=cfg.topic_corpus_size)
@@ -245,12 +241,12 @@ class CTCL(Method):
         server = settings.server(FlatParams(model))
         update = generator_update(server.flat, tok, settings, seed=public.seed, prefixes=conditions)
         history = train_adapter(fed, public, settings, server, sigma, update, desc="ctcl: DP generator",
-                                download_floats=topics.size)
+                                broadcast=topics.broadcast())
 
         cohort = fed.everyone()
         votes = lambda chunk: one_hot(topics.client_topics(chunk.embeddings, chunk.owner, len(chunk)), topics.n_topics)  # noqa: E731
         noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
-                                           download_floats=topics.size), dtype=np.float64)
+                                           broadcast=topics.broadcast()), dtype=np.float64)
         counts = proportional_counts(noisy, cfg.n_synthetic, exact_total=True)
         history.append({"phase": "topic histogram", "round": int(cohort.round), "noise_multiplier": sigma_h,
                         "topics": topics.n_topics, "topics_generated": int((counts > 0).sum())})

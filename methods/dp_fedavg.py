@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from largefedbench.fedtrain import FlatParams, ServerOptimizer
 from largefedbench.methods._federated_finetuning import (
     FederatedFineTuning,
     FineTuningConfig,
-    Server,
+    ModelServer,
 )
-
-from largefedbench.fedtrain import FlatParams, ServerOptimizer
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.rounds import cohort_fields
@@ -43,7 +42,7 @@ class DPFedAvgConfig(FineTuningConfig):
         return cls(rounds=10, clients_per_round=300, max_local_steps=4, client_lr=0.05, clip=0.5)
 
 
-class PoissonServer(Server):
+class PoissonServer(ModelServer):
     """Poisson cohorts at q, ``Gaussian(σ)`` sums, the fixed-denominator SGD step (:class:`ServerOptimizer`)."""
 
     def __init__(self, fed, cfg: DPFedAvgConfig, budget, flat: FlatParams) -> None:
@@ -53,12 +52,12 @@ class PoissonServer(Server):
         self.sigma = budget.calibrate(PoissonGaussianEvent(1.0, sample_rate=self.q, steps=cfg.rounds), n_clients=self.n)
         self.optimizer = ServerOptimizer(flat, lr=cfg.server_lr)
 
-    def round(self, r: int):
+    def draw(self, r: int):
         cohort = self.fed.sample(self.q)
         # the expected cohort size: the exact Poisson count is not released
         return cohort, Gaussian(self.sigma), cohort_fields(cohort, self.n)
 
-    def step(self, noisy_sum) -> None:
+    def apply(self, noisy_sum) -> None:
         self.optimizer.step(noisy_sum, self.q * self.n)
 
     def plan(self) -> dict[str, Any]:

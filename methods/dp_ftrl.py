@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from largefedbench.methods._federated_finetuning import (
-    FederatedFineTuning,
-    FineTuningConfig,
-    Server,
-)
 
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import FlatParams, ftrl_weights
+from largefedbench.methods._federated_finetuning import (
+    FederatedFineTuning,
+    FineTuningConfig,
+    ModelServer,
+)
 from largefedbench.privacy import TreeAggregationEvent
 from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
 
@@ -68,7 +68,7 @@ class DPFTRLConfig(FineTuningConfig):
             raise InputError(f"server_momentum={self.server_momentum} must be in [0, 1)")
 
 
-class TreeServer(Server):
+class TreeServer(ModelServer):
     """Shuffled epochs of ⌊N/B⌋ disjoint cohorts, tree-aggregated prefix sums restarting every epoch, the DP-FTRLM
     step (θ_0, momentum and tree restart with each epoch)."""
 
@@ -84,7 +84,7 @@ class TreeServer(Server):
                                       n_clients=n)
         self.theta0, self.buffer, self.tree, self.epoch_rng, self.cohorts = None, None, None, None, None
 
-    def round(self, r: int):
+    def draw(self, r: int):
         j = (r - 1) % self.rounds_per_epoch
         if j == 0:  # restart: new shuffle, new tree, θ_0 = current model, momentum reset
             self.epoch_rng = self.fed.state_dict()["rng"]
@@ -96,7 +96,7 @@ class TreeServer(Server):
         # the tree adds its node noises to the running sum of the epoch
         return cohort, TreeAggregation(self.sigma, self.tree), row
 
-    def step(self, noisy_prefix_sum: torch.Tensor) -> None:
+    def apply(self, noisy_prefix_sum: torch.Tensor) -> None:
         weights, self.buffer = ftrl_weights(self.theta0, self.buffer, noisy_prefix_sum.to(self.theta0),
                                             lr=self.cfg.server_lr, momentum=self.cfg.server_momentum,
                                             per_round=self.per_round)

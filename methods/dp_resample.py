@@ -32,15 +32,15 @@ import numpy as np
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
-from largefedbench.models import embed
-from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.synthetic.dp_finetune import (
+from largefedbench.fedtrain.generator import (
     conditional_prompt,
     generator_update,
     lora_generator,
     require_private_budget,
 )
+from largefedbench.models import embed
+from largefedbench.privacy import PoissonGaussianEvent
+from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.generation import generate_flat, seed_for
 from largefedbench.synthetic.histograms import (
     fit_buckets,
@@ -139,11 +139,7 @@ class DPInstructionResampling(Method):
         n = fed.n_clients
         settings = cfg.fedavg(n)
         sigma_h = cfg.histogram_noise_multiplier
-
-        def plan(sigma: float) -> list[PoissonGaussianEvent]:
-            return [*settings.events(sigma, n), PoissonGaussianEvent(sigma_h, 1.0, 1)]
-
-        sigma = budget.calibrate(plan, n_clients=n)
+        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_h, 1.0, 1))
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, attention_only=True)
         server = settings.server(FlatParams(model))
@@ -160,7 +156,7 @@ class DPInstructionResampling(Method):
         k = buckets.n_buckets
         votes = lambda chunk: normalized_votes(buckets.assign(chunk.embeddings), chunk.owner, len(chunk), k)  # noqa: E731
         noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
-                                           download_floats=buckets.components.size + buckets.centroids.size),
+                                           broadcast=buckets.broadcast()),
                            dtype=np.float64)
 
         counts = resample_counts(noisy, n, cfg.n_synthetic)

@@ -61,13 +61,16 @@ from largefedbench.fedtrain import (
     CHUNK_CLIENTS,
     FedAvgSettings,
     FlatParams,
+    Release,
+    Server,
     local_updates,
+    train_rounds,
 )
+from largefedbench.fedtrain.generator import lora_generator, require_private_budget
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, cohort_fields, releases_of
-from largefedbench.synthetic.dp_finetune import lora_generator, require_private_budget
+from largefedbench.rounds import cohort_fields
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import generate, generate_flat, seed_for
 from largefedbench.synthetic.prompts import build_prompts, public_examples
@@ -586,11 +589,13 @@ class SelectorState:
     sizes: np.ndarray | None
 
 
-class _SelectorTraining:
-    """Runs the selector rounds of FedBis (U = 1) or FedBiscuit's schedule with per-round checkpoints."""
+class _SelectorTraining(Server):
+    """The server of FedBis's selector rounds (U = 1) or FedBiscuit's schedule (warm-up, grouping and clustered
+    rounds), run by the one federated-training driver with per-round checkpoints."""
 
     def __init__(self, method: FedBis, fed, public, cfg, pool: PairPool, task: SelectorTask, adapter: FlatParams,
                  sigma: float, sigma_g: float) -> None:
+        super().__init__(None)
         self.method, self.fed, self.public, self.cfg = method, fed, public, cfg
         self.pool, self.task, self.adapter = pool, task, adapter
         self.sigma, self.sigma_g = sigma, sigma_g
@@ -599,34 +604,50 @@ class _SelectorTraining:
         self.state = SelectorState([adapter.get() for _ in range(self.n_sel)], None, None)
         self.history: list[dict[str, Any]] = []
         self.pairs_total = cfg.pairs_per_client + cfg.validation_pairs
-
-    def schedule(self) -> list[tuple[str, int]]:
-        if self.n_sel == 1:
-            return [("selector", 0)] * self.cfg.rounds
-        return self.cfg.schedule()
+        self.steps = [("selector", 0)] * cfg.rounds if self.n_sel == 1 else cfg.schedule()
 
     def train(self) -> None:
-        steps = self.schedule()
-        loop = RoundsLoop(self.fed, self.public, self.state, rounds=len(steps),
-                          desc=f"{self.method.name}: selectors")
-        self.state, self.history = loop.state, loop.history
-        for i in loop:
-            kind, index = steps[i]
-            if kind == "group":
-                self._regroup(index)
-            else:
-                self._round(kind, index)
+        loop = train_rounds(self.fed, self.public, self, rounds=len(self.steps), desc=f"{self.method.name}: selectors")
+        self.history = loop.history
 
     def scores(self, task: SelectorTask, u: int) -> np.ndarray:
         """Selector u's averaged log-odds for A on every pair of ``task``."""
         self.adapter.set(self.state.weights[u])
         return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
 
-    def _pool_floats(self) -> int:
-        return int(self.pool.emb_a.size + self.pool.emb_b.size)
+    # -- the driver's server interface ---------------------------------------------------------------------
+    def release(self, i: int) -> Release:
+        kind, index = self.current = self.steps[i]
+        return self._grouping(index) if kind == "group" else self._selector_round(kind, index)
 
-    # -- rounds --------------------------------------------------------------------------------------------
-    def _round(self, kind: str, index: int) -> None:
+    def step(self, noisy, release: Release) -> dict[str, Any]:
+        kind, index = self.current
+        if kind == "group":  # the reference's balanced grouping on the noisy rankings, in a public shuffled order
+            shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
+            order = shuffle.permutation(len(release.cohort))  # public: the reference's random.shuffle of the clients
+            self.state.group = private_grouping(noisy, self.n_sel, order)
+            self.state.sizes = np.bincount(self.state.group, minlength=self.n_sel)
+            return {"group_sizes": self.state.sizes.tolist()}
+        noisy = torch.as_tensor(noisy)
+        if kind in ("selector", "warmup"):  # Eq. 8: the mean of the participants' models
+            self.state.weights[index] = self.state.weights[index] + noisy / max(self.cfg.sample_rate * self.fed.n_clients, 1e-12)
+            return {"selectors": [index]}
+        # Eq. 6: φ_u += Σ_{m ∈ A_u} p_m Δ_m
+        self.state.weights = clustered_step(self.state.weights, noisy, self.fed.n_clients, self.state.sizes,
+                                            self.cfg.selector_weights)
+        return {"selectors": list(range(self.n_sel))}
+
+    def plan(self) -> dict[str, Any]:
+        return {"noise_multiplier": self.sigma, "grouping_noise_multiplier": self.sigma_g or None}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"weights": self.state.weights, "group": self.state.group, "sizes": self.state.sizes}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.state = SelectorState(**state)
+
+    # -- releases ------------------------------------------------------------------------------------------
+    def _selector_round(self, kind: str, index: int) -> Release:
         fed, cfg = self.fed, self.cfg
         q = cfg.sample_rate  # exactly the planned rate (not clients_per_round / n, which may differ in the last bit)
         cohort = fed.sample(q)
@@ -638,23 +659,17 @@ class _SelectorTraining:
                                 [index] if single else list(range(self.n_sel)), selector_of, position,
                                 cfg.pairs_per_client, self.pairs_total, self.public.seed)
         width = len(update.slots) * self.adapter.numel
-        noisy = torch.as_tensor(fed.private_sum(cohort, update, clip=cfg.clip, mechanism=Gaussian(self.sigma),
-                                                batched=True, chunk_clients=max(1, min(CHUNK_CLIENTS, (1 << 24) // width)),
-                                                download_floats=width + self._pool_floats()))
-        if single:  # Eq. 8: the mean of the participants' models
-            self.state.weights[index] = self.state.weights[index] + noisy / max(q * fed.n_clients, 1e-12)
-            moved = [index]
-        else:  # Eq. 6: φ_u += Σ_{m ∈ A_u} p_m Δ_m
-            moved = list(range(self.n_sel))
-            self.state.weights = clustered_step(self.state.weights, noisy, fed.n_clients, self.state.sizes, cfg.selector_weights)
-        self.history.append({"phase": kind, "round": int(cohort.round), **cohort_fields(cohort, fed.n_clients),
-                             "selectors": moved, "releases": releases_of(fed, cohort.round)})
+        # what every client downloads: the selectors it may train and the public pool's embeddings
+        broadcast = ([update.weights[u] for u in update.slots], (self.pool.emb_a, self.pool.emb_b))
+        return Release(cohort, update, Gaussian(self.sigma), cfg.clip, broadcast=broadcast,
+                       chunk_clients=max(1, min(CHUNK_CLIENTS, (1 << 24) // width)),
+                       row={"phase": kind, "round": int(cohort.round), **cohort_fields(cohort, fed.n_clients)})
 
-    def _regroup(self, index: int) -> None:
+    def _grouping(self, index: int) -> Release:
         """The selectors' log-odds on the public pairs are broadcast; each client computes, on its own data, its
         validation loss for every selector and its ranking (:func:`preference_scores`), placed in its own slot of an
-        n·U vector; one release of their sum (every ranking + N(0, σ_g²) noise, sensitivity 1), then the reference's
-        balanced grouping on the noisy rankings in a public shuffled order."""
+        n·U vector; one release of their sum (every ranking + N(0, σ_g²) noise, sensitivity 1); the grouping is
+        :meth:`step`'s."""
         fed, n_sel, k = self.fed, self.n_sel, self.cfg.pairs_per_client
         cohort = fed.everyone()
         n = len(cohort)
@@ -679,15 +694,8 @@ class _SelectorTraining:
             return grouping_rows(losses, [slot[cid] for cid in chunk.ids], n)
 
         chunk = max(1, min(1024, (1 << 22) // max(n * n_sel, 1)))  # bounds the chunk's rows in memory
-        noisy = fed.private_sum(cohort, client_fn, clip=1.0, mechanism=Gaussian(self.sigma_g), batched=True,
-                                chunk_clients=chunk, download_floats=self._pool_floats())
-        shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
-        order = shuffle.permutation(n)  # public: the reference's random.shuffle of the clients
-        self.state.group = private_grouping(noisy, n_sel, order)
-        self.state.sizes = np.bincount(self.state.group, minlength=n_sel)
-        self.history.append({"phase": "group", "round": int(cohort.round), "grouping": index,
-                             "group_sizes": self.state.sizes.tolist(),
-                             "releases": releases_of(fed, cohort.round)})
+        return Release(cohort, client_fn, Gaussian(self.sigma_g), 1.0, chunk_clients=chunk, broadcast=(odds_ab, odds_ba),
+                       row={"phase": "group", "round": int(cohort.round), "grouping": index})
 
     def _model_with(self, u: int):
         self.adapter.set(self.state.weights[u])

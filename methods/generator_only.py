@@ -11,16 +11,13 @@ that the generator did not already write (ContinuousBench's "no training" row; i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
-
-from largefedbench.methods.popri import POPriConfig
 
 from largefedbench.contract import Artifact, Method, PublicResources
+from largefedbench.methods.popri import POPriConfig
 from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
 from largefedbench.synthetic.prompts import (
-    DEFAULT_INSTRUCTION,
+    SamplingSettings,
     build_prompts,
-    check_prompt_format,
     public_examples,
 )
 from largefedbench.synthetic.texts import chunks
@@ -30,22 +27,12 @@ DEVIATIONS = ("not a method of the papers: the untouched generator's samples fro
 
 
 @dataclass(frozen=True)
-class GeneratorOnlyConfig:
+class GeneratorOnlyConfig(SamplingSettings):
     """POPri's prompt and generation settings for its final set (defaults: the paper's; ``cpu()``/``tiny()``: POPri's
     presets), so the row is what POPri would release without private feedback."""
 
-    examples_per_prompt: int = 3
-    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
-    prefix_words: int = 12
-    instruction: str = DEFAULT_INSTRUCTION
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
     n_final: int = 1_000_000
     generation_batch_size: int = 64
-
-    def __post_init__(self) -> None:
-        check_prompt_format(self.prompt_format, self.prefix_words)
 
     @classmethod
     def from_popri(cls, cfg: POPriConfig) -> GeneratorOnlyConfig:

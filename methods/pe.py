@@ -53,22 +53,16 @@ from largefedbench.errors import InputError
 from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
-from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
+from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
 from largefedbench.synthetic.generation import (
     decode_samples,
     generate_ids,
     seed_for,
 )
-from largefedbench.synthetic.lora import (
-    LoraState,
-    add_lora,
-    load_lora_state,
-    lora_state,
-)
+from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds, final_samples
 from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.prompts import (
-    DEFAULT_INSTRUCTION,
+    SamplingSettings,
     build_prompts,
     check_prompt_format,
     prompt_template,
@@ -76,7 +70,7 @@ from largefedbench.synthetic.prompts import (
 )
 from largefedbench.synthetic.scoring import NnVotes
 from largefedbench.synthetic.sft import sft_update
-from largefedbench.synthetic.texts import chunks, take
+from largefedbench.synthetic.texts import take
 from largefedbench.synthetic.variation import (
     load_masked_lm,
     lookahead_embeddings,
@@ -146,7 +140,7 @@ class PEConfig:
 
 
 @dataclass(frozen=True)
-class PESFTConfig:
+class PESFTConfig(SamplingSettings):
     """PE+SFT (POPri §3, Table 1): PE's histogram, threshold and selection as in App. C.3 (T = 20, N_syn = 1024,
     H = 4 · 0.1626 · σ), the generator fine-tuned on the selected samples; LoRA r 4 / α 8 as POPri; SFT lr, epochs
     and batch are our choice (the paper gives none)."""
@@ -155,13 +149,6 @@ class PESFTConfig:
     n_synthetic: int = 1024
     threshold_multiplier: float = H_MULTIPLIER
     clients_per_round: int | None = None
-    examples_per_prompt: int = 3
-    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
-    prefix_words: int = 12
-    instruction: str = DEFAULT_INSTRUCTION
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
     lora_rank: int = 4
     lora_alpha: int = 8
     lora_dropout: float = 0.0
@@ -173,7 +160,7 @@ class PESFTConfig:
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
-        check_prompt_format(self.prompt_format, self.prefix_words)
+        super().__post_init__()
         if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens, self.sft_epochs, self.sft_batch_size) < 1:
             raise InputError("rounds, n_synthetic, n_final, max_new_tokens, sft_epochs and sft_batch_size must be >= 1")
         if not self.threshold_multiplier >= 0:
@@ -216,13 +203,11 @@ def select(noisy: np.ndarray, threshold: float, n: int, rng: np.random.Generator
     return rng.choice(len(weights), size=n, replace=True, p=weights / total), False
 
 
-def _vote_round(fed, cohort, emb: np.ndarray, sigma: float, threshold: float, n: int, rng) -> tuple[np.ndarray, dict]:
-    noisy = fed.private_sum(cohort, NnVotes(emb), clip=1.0, mechanism=Gaussian(sigma), batched=True,
-                            download_floats=int(emb.size))
+def vote_selection(noisy: np.ndarray, threshold: float, n: int, rng) -> tuple[np.ndarray, dict]:
+    """PE's selection from a round's noised vote histogram and its public record."""
     picked, uniform = select(noisy, threshold, n, rng)
-    stats = {**cohort_fields(cohort, fed.n_clients), "above_threshold": int((noisy > threshold).sum()), "uniform_fallback": uniform,
-             "distinct_selected": len(np.unique(picked))}
-    return picked, stats
+    return picked, {"above_threshold": int((noisy > threshold).sum()), "uniform_fallback": uniform,
+                    "distinct_selected": len(np.unique(picked))}
 
 
 @dataclass
@@ -267,42 +252,40 @@ class PrivateEvolution(Method):
         for r in loop:
             cohort = draw_cohort(fed, rate)
             population = loop.state.population
-            server = Timer()
-            with server():
-                plain = embedder(population)
-                emb = plain if cfg.lookahead == 0 else lookahead_embeddings(
-                    population, vary, embedder, degree=cfg.lookahead, seed=seed_for(public.seed, 3, r))
-            picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
+            plain = embedder(population)
+            emb = plain if cfg.lookahead == 0 else lookahead_embeddings(
+                population, vary, embedder, degree=cfg.lookahead, seed=seed_for(public.seed, 3, r))
+            noisy = fed.private_sum(cohort, NnVotes(emb), clip=1.0, mechanism=Gaussian(sigma), batched=True, broadcast=emb)
+            picked, stats = vote_selection(noisy, threshold, cfg.n_synthetic, public.rng(100 + r))
             selected = take(population, picked)
-            with server():
-                next_population = vary(selected, seed_for(public.seed, 4, r))
-            fed.costs.add(cohort.round, server_seconds=server.seconds)
+            next_population = vary(selected, seed_for(public.seed, 4, r))
             survivors = list(dict.fromkeys(loop.state.survivors + selected))
-            row = {"round": r, "fid": fid_to(plain, validation), "sigma": sigma, **stats,
-                   "server_seconds": round(server.seconds, 3)}
             loop.state = PopulationState(next_population, survivors)
-            loop.history.append(row)
+            loop.history.append({"round": r, "fid": fid_to(plain, validation), "sigma": sigma,
+                                 **cohort_fields(cohort, fed.n_clients), **stats})
 
-        final = Timer()
-        with final():
-            state = loop.state
-            seeds = state.survivors if len(state.survivors) >= cfg.examples_per_prompt else state.population
-            template = prompt_template(cfg.examples_per_prompt, literal_newline=False)  # PrE-Text's expansion prompt
-            n_generated, synthetic = 0, []
-            for i, n in chunks(cfg.n_final):
-                prompts = build_prompts(seeds, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(10_000 + i),
-                                        template=template, prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
-                ids = generate_ids(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                   top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
-                                   seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
-                texts = decode_samples(tok, ids, prompts, cfg.prompt_format)[1]
-                n_generated += len(texts)
-                synthetic += [t for t in texts if len(t.split()) > cfg.min_output_words]
+        state = loop.state
+        seeds = state.survivors if len(state.survivors) >= cfg.examples_per_prompt else state.population
+        template = prompt_template(cfg.examples_per_prompt, literal_newline=False)  # PrE-Text's expansion prompt
+        n_generated = 0
+
+        def expand(n: int, i: int) -> list[str]:
+            nonlocal n_generated
+            prompts = build_prompts(seeds, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(10_000 + i),
+                                    template=template, prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
+            ids = generate_ids(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                               top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
+                               seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
+            texts = decode_samples(tok, ids, prompts, cfg.prompt_format)[1]
+            n_generated += len(texts)
+            return [t for t in texts if len(t.split()) > cfg.min_output_words]
+
+        synthetic, final_seconds = final_samples(cfg.n_final, expand)
         artifact = Artifact.synthetic(
             synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds, n_seed_survivors=len(seeds),
             threshold=threshold, threshold_rule=THRESHOLD_RULE,
             n_generated=n_generated, variation=cfg.variation_model or "generator suffix re-sampling",
-            final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
+            final_generation_seconds=round(final_seconds, 3), config=config_to_dict(cfg),
         )
         artifact.history = loop.history
         return artifact
@@ -317,72 +300,28 @@ class PrivateEvolutionSFT(Method):
     audit_by_releases = True  # the audit scores canaries against its vote histograms
 
     def train(self, fed, public: PublicResources, cfg: PESFTConfig, budget) -> Artifact:
-        bundle, tok = public.models, public.models.generator_tokenizer
-        sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
-        threshold = vote_threshold(sigma, cfg.threshold_multiplier)
-        examples = public_examples(public, minimum=cfg.examples_per_prompt)
-        validation = public.validation_embeddings()
-        model = add_lora(bundle.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                         seed=seed_for(public.seed, 5))
+        rounds = GeneratorRounds(fed, public, budget, cfg, n_prompts=cfg.n_synthetic, n_per_prompt=1,
+                                 desc="PE+SFT rounds")
+        threshold = vote_threshold(rounds.sigma, cfg.threshold_multiplier)
 
-        def sample(n: int, stream: int) -> tuple[list[str], list[str], list[str]]:
-            """(prompts, raw continuations for SFT, cleaned samples), one sample per prompt."""
-            prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
-                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
-                                    tokenizer=tok, instruction=cfg.instruction)
-            ids = generate_ids(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, batch_size=cfg.generation_batch_size, seed=seed_for(public.seed, stream),
-                               progress=public.progress, desc=f"generating ({stream})")
-            raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format)
-            return prompts, raw, samples
+        def step(r: int, noisy, batch: Batch) -> dict:
+            """PE's selection from the noised votes, then SFT on the selected samples (on their own prompts)."""
+            picked, row = vote_selection(noisy, threshold, cfg.n_synthetic, public.rng(100 + r))
+            keep = [i for i in picked if batch.texts[i].strip()]
+            if keep:
+                metrics = sft_update(rounds.model, rounds.tokenizer, take(batch.raw, keep), prompts=take(batch.prompts, keep),
+                                     lr=cfg.sft_lr, epochs=cfg.sft_epochs, batch_size=cfg.sft_batch_size,
+                                     seed=seed_for(public.seed, 8, r), progress=public.progress)
+                row.update({"sft_loss": metrics["train_loss"], "sft_steps": metrics["steps"]})
+            return row
 
-        loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="PE+SFT rounds",
-                          select="min")
-        if loop.resumed:
-            load_lora_state(model, loop.state.lora)
-        last_cohort_round = None
-        for r in loop:
-            cohort = draw_cohort(fed, rate)
-            server = Timer()
-            with server():
-                prompts, raw, texts = sample(cfg.n_synthetic, stream=1 + r)
-                emb = embed(texts, bundle.embedder)
-                fid_r = fid_to(emb, validation)
-                if cfg.early_stopping:
-                    loop.offer(fid_r, r, lora_state(model))
-            picked, stats = _vote_round(fed, cohort, emb, sigma, threshold, cfg.n_synthetic, public.rng(100 + r))
-            keep = [i for i in picked if texts[i].strip()]
-            row = {"round": r, "fid": fid_r, "sigma": sigma, **stats}
-            with server():
-                if keep:
-                    metrics = sft_update(model, tok, take(raw, keep), prompts=take(prompts, keep), lr=cfg.sft_lr,
-                                         epochs=cfg.sft_epochs, batch_size=cfg.sft_batch_size,
-                                         seed=seed_for(public.seed, 8, r), progress=public.progress)
-                    row.update({"sft_loss": metrics["train_loss"], "sft_steps": metrics["steps"]})
-            fed.costs.add(cohort.round, server_seconds=server.seconds)
-            row["server_seconds"] = round(server.seconds, 3)
-            loop.history.append(row)
-            last_cohort_round = cohort.round
-            loop.state.lora = lora_state(model)
-
-        server = Timer()
-        with server():
-            if cfg.early_stopping:
-                *_, texts = sample(cfg.n_synthetic, stream=1 + cfg.rounds)
-                keep_lowest_fid_adapter(loop, model, texts, bundle.embedder, validation, cfg.rounds)
-        if last_cohort_round is not None:
-            fed.costs.add(last_cohort_round, server_seconds=server.seconds)
-        final = Timer()
-        with final():
-            synthetic = [t for i, n in chunks(cfg.n_final) for t in sample(n, stream=10_000 + i)[2]]
+        run = rounds.run(NnVotes, step)
         artifact = Artifact.synthetic(
-            synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
-            threshold=threshold, threshold_rule=THRESHOLD_RULE,
-            best_round=loop.best.round if cfg.early_stopping else cfg.rounds,
-            best_fid=loop.best.score if cfg.early_stopping else None,
+            run.texts, method=self.name, sigma=run.sigma, sample_rate=run.sample_rate, rounds=cfg.rounds,
+            threshold=threshold, threshold_rule=THRESHOLD_RULE, best_round=run.best_round, best_fid=run.best_fid,
             lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r SFT updates (r = 0: the public generator)",
-            final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
+            final_generation_seconds=round(run.final_seconds, 3), config=config_to_dict(cfg),
         )
-        artifact.history = loop.history
+        artifact.history = run.history
         return artifact

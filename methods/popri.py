@@ -51,34 +51,14 @@ from typing import Literal
 from largefedbench.config_overrides import config_to_dict
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
-from largefedbench.evaluation.fid import fid_to
-from largefedbench.models import embed
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, Timer, cohort_fields, draw_cohort
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
-from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
-from largefedbench.synthetic.generation import (
-    decode_samples,
-    generate_ids,
-    seed_for,
-)
-from largefedbench.synthetic.lora import (
-    LoraState,
-    add_lora,
-    load_lora_state,
-    lora_state,
-)
-from largefedbench.synthetic.noise import noise_for_rounds
+from largefedbench.synthetic.generation import seed_for
+from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds
+from largefedbench.synthetic.lora import load_lora_state, lora_state
 from largefedbench.synthetic.preferences import preference_pairs
-from largefedbench.synthetic.prompts import (
-    DEFAULT_INSTRUCTION,
-    build_prompts,
-    check_prompt_format,
-    public_examples,
-)
+from largefedbench.synthetic.prompts import SamplingSettings
 from largefedbench.synthetic.scoring import NnVotes, PopriScores
-from largefedbench.synthetic.texts import chunks, take
-
+from largefedbench.synthetic.texts import take
 
 #: deviations an entry states in ``info["deviations"]`` when its config makes them (the rest: the module docstring)
 PROMPT_DEVIATION = ("prompts: {fmt!r} instead of the paper's few-shot 'Original Text Sample' prompt of 3 public "
@@ -87,7 +67,7 @@ PROMPT_DEVIATION = ("prompts: {fmt!r} instead of the paper's few-shot 'Original 
 
 
 @dataclass(frozen=True)
-class POPriConfig:
+class POPriConfig(SamplingSettings):
     """POPri's settings; defaults from the paper (§3.1, §5, App. B.1, E.1–E.5) and the reference config.
 
     K = ``n_prompts`` = 1800 prompts × J = ``n_per_prompt`` = 10 samples per round, rejected rank ℓ = 5, 64 new
@@ -100,13 +80,6 @@ class POPriConfig:
     n_prompts: int = 1800
     n_per_prompt: int = 10
     rejected_rank: int = 5
-    examples_per_prompt: int = 3
-    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
-    prefix_words: int = 12
-    instruction: str = DEFAULT_INSTRUCTION
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
     scoring: Literal["cosine", "nn"] = "cosine"
     score_normalization: Literal["zscore", "mean"] = "zscore"
     clients_per_round: int | None = None
@@ -126,7 +99,7 @@ class POPriConfig:
     generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
-        check_prompt_format(self.prompt_format, self.prefix_words)
+        super().__post_init__()
         if self.round_start not in ("best_epoch", "last_epoch"):
             raise InputError(f"round_start={self.round_start!r}; choose 'best_epoch' (App. B.1: the round's lowest-FID "
                              "epoch starts the next round) or 'last_epoch' (the reference code)")
@@ -186,89 +159,49 @@ class POPri(Method):
     audit_by_releases = True  # the audit scores canaries against its score sums
 
     def train(self, fed, public: PublicResources, cfg: POPriConfig, budget) -> Artifact:
-        bundle, tok = public.models, public.models.generator_tokenizer
-        sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
-        examples = public_examples(public, minimum=cfg.examples_per_prompt)
-        validation = public.validation_embeddings()
-        model = add_lora(bundle.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                         seed=seed_for(public.seed, 5))
-        gen_kwargs = {"max_new_tokens": cfg.max_new_tokens, "temperature": cfg.temperature, "top_p": cfg.top_p,
-                      "batch_size": cfg.generation_batch_size}
+        rounds = GeneratorRounds(fed, public, budget, cfg, n_prompts=cfg.n_prompts, n_per_prompt=cfg.n_per_prompt,
+                                 desc="POPri rounds")
+        model, tok = rounds.model, rounds.tokenizer
 
-        def sample(n_prompts: int, n_per_prompt: int, stream: int) -> tuple[list[str], list[str], list[str]]:
-            """(prompts, raw continuations for DPO, cleaned samples), prompt-major."""
-            prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
-                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
-                                    tokenizer=tok, instruction=cfg.instruction)
-            ids = generate_ids(model, tok, prompts, n_per_prompt=n_per_prompt, seed=seed_for(public.seed, stream), **gen_kwargs,
-                               progress=public.progress, desc=f"generating ({stream})")
-            raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format, n_per_prompt)
-            return prompts, raw, samples
+        def scores(emb):
+            return PopriScores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else NnVotes(emb)
 
         def epoch_fid(state: dict, r: int) -> float:
             """Validation FID of one epoch's adapter: one sample per prompt of round ``r`` (same prompts and seed for
             every epoch of the round)."""
             load_lora_state(model, state)
-            return fid_to(embed(sample(cfg.n_prompts, 1, stream=1 + r)[2], bundle.embedder), validation)
+            return rounds.fid(rounds.sample(cfg.n_prompts, 1, stream=1 + r).texts)
 
-        loop = RoundsLoop(fed, public, LoraState(lora_state(model)), rounds=cfg.rounds, desc="POPri rounds", select="min")
-        if loop.resumed:
-            load_lora_state(model, loop.state.lora)
-        last_cohort_round = None
-        for r in loop:
-            cohort = draw_cohort(fed, rate)
-            server = Timer()
-            with server():
-                prompts, raw, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + r)
-                emb = embed(texts, bundle.embedder)
-                fid_r = fid_to(emb, validation)
-                if cfg.early_stopping:
-                    loop.offer(fid_r, r, lora_state(model))
-            score_fn = PopriScores(emb, normalization=cfg.score_normalization) if cfg.scoring == "cosine" else NnVotes(emb)
-            noisy = fed.private_sum(cohort, score_fn, clip=1.0, mechanism=Gaussian(sigma), batched=True,
-                                    download_floats=int(emb.size))
-            pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=texts)
-            row = {"round": r, "fid": fid_r, "sigma": sigma, **cohort_fields(cohort, fed.n_clients), "n_samples": len(texts),
-                   "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical, "lr": cfg.lr_at(r)}
-            with server():
-                if len(pairs):
-                    epochs: list[dict] = []  # the adapter after each DPO epoch
-                    metrics = dpo_update(
-                        model, tok, take(prompts, pairs.prompt), take(raw, pairs.chosen), take(raw, pairs.rejected),
-                        beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
-                        loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing, seed=seed_for(public.seed, 7, r),
-                        progress=public.progress, epoch_end=lambda: epochs.append(lora_state(model)),
-                    )
-                    row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
-                    if cfg.round_start == "best_epoch" and len(epochs) > 1:
-                        fids = [epoch_fid(state, r) for state in epochs]
-                        pick = best_epoch(fids)
-                        load_lora_state(model, epochs[pick])
-                        row.update({"epoch_fids": fids, "start_epoch": pick + 1})
-            fed.costs.add(cohort.round, server_seconds=server.seconds)
-            row["server_seconds"] = round(server.seconds, 3)
-            loop.history.append(row)
-            last_cohort_round = cohort.round
-            loop.state.lora = lora_state(model)
+        def step(r: int, noisy, batch: Batch) -> dict:
+            """Preference pairs from the noised scores, then DPO (and the round's lowest-FID epoch, App. B.1)."""
+            pairs = preference_pairs(noisy, cfg.n_per_prompt, cfg.rejected_rank, texts=batch.texts)
+            row = {"n_samples": len(batch.texts), "n_pairs": len(pairs), "dropped_identical_pairs": pairs.dropped_identical,
+                   "lr": cfg.lr_at(r)}
+            if not len(pairs):
+                return row
+            epochs: list[dict] = []  # the adapter after each DPO epoch
+            metrics = dpo_update(
+                model, tok, take(batch.prompts, pairs.prompt), take(batch.raw, pairs.chosen),
+                take(batch.raw, pairs.rejected), beta=cfg.beta, lr=cfg.lr_at(r), epochs=cfg.dpo_epochs,
+                batch_size=cfg.dpo_batch_size, loss_type=cfg.loss_type, label_smoothing=cfg.label_smoothing,
+                seed=seed_for(public.seed, 7, r), progress=public.progress, epoch_end=lambda: epochs.append(lora_state(model)),
+            )
+            row.update({k: metrics[k] for k in ("train_loss", "margin_first", "margin_last", "reward_accuracy_last", "steps")})
+            if cfg.round_start == "best_epoch" and len(epochs) > 1:
+                fids = [epoch_fid(state, r) for state in epochs]
+                pick = best_epoch(fids)
+                load_lora_state(model, epochs[pick])
+                row.update({"epoch_fids": fids, "start_epoch": pick + 1})
+            return row
 
-        server = Timer()
-        with server():
-            if cfg.early_stopping:
-                *_, texts = sample(cfg.n_prompts, cfg.n_per_prompt, stream=1 + cfg.rounds)
-                keep_lowest_fid_adapter(loop, model, texts, bundle.embedder, validation, cfg.rounds)
-        if last_cohort_round is not None:
-            fed.costs.add(last_cohort_round, server_seconds=server.seconds)
-        final = Timer()
-        with final():
-            synthetic = [t for i, n in chunks(cfg.n_final) for t in sample(n, 1, stream=10_000 + i)[2]]
+        run = rounds.run(scores, step)
         artifact = Artifact.synthetic(
-            synthetic, method="popri", sigma=sigma, sample_rate=rate, rounds=cfg.rounds,
-            best_round=loop.best.round if cfg.early_stopping else cfg.rounds,
-            best_fid=loop.best.score if cfg.early_stopping else None, lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha,
-                                                                     "dropout": cfg.lora_dropout},
+            run.texts, method="popri", sigma=run.sigma, sample_rate=run.sample_rate, rounds=cfg.rounds,
+            best_round=run.best_round, best_fid=run.best_fid,
+            lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r DPO updates (r = 0: the public generator)",
-            final_generation_seconds=round(final.seconds, 3), config=config_to_dict(cfg),
+            final_generation_seconds=round(run.final_seconds, 3), config=config_to_dict(cfg),
             deviations=[PROMPT_DEVIATION.format(fmt=cfg.prompt_format)] if cfg.prompt_format != "few-shot" else [],
         )
-        artifact.history = loop.history
+        artifact.history = run.history
         return artifact

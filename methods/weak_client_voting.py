@@ -42,16 +42,16 @@ import numpy as np
 
 from largefedbench.contract import Artifact, Method
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
-from largefedbench.models import embed
-from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import releases_of
-from largefedbench.synthetic.dp_finetune import (
+from largefedbench.fedtrain.generator import (
     conditional_prompt,
     generator_update,
     lora_generator,
     require_private_budget,
 )
+from largefedbench.models import embed
+from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
+from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.rounds import releases_of
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
     knn_code_votes,
@@ -191,11 +191,8 @@ class WeakClientVoting(Method):
         sigma_vote = analytic_gaussian_sigma(budget.epsilon * cfg.vote_budget_share, third)
         q = cfg.strong_sample_rate
 
-        def plan(sigma: float) -> list[PoissonGaussianEvent]:
-            return [PoissonGaussianEvent(sigma, q, settings.rounds), PoissonGaussianEvent(sigma_prof, 1.0, 1),
-                    PoissonGaussianEvent(sigma_vote, 1.0, 1)]
-
-        sigma = budget.calibrate(plan, n_clients=n)
+        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_prof, 1.0, 1),
+                                   PoissonGaussianEvent(sigma_vote, 1.0, 1), rate=q)
         codes = code_set(public.public)
         strong = strong_clients(n, cfg.strong_fraction, public.rng(0x57))  # public, by federation position
         strong_ids = frozenset(np.asarray(fed.client_ids, dtype=object)[strong].tolist())
@@ -238,7 +235,7 @@ class WeakClientVoting(Method):
         cohort = fed.everyone()
         votes = WeakVotes(codes, strong_ids, pool_emb, pool_codes_arr, cfg.votes_per_sample)
         noisy_votes = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_vote), batched=True,
-                                                 download_floats=pool_emb.size))
+                                                 broadcast=pool_emb))
         rng = public.rng(0xA4)
         chosen: list[int] = []
         for j in np.unique(pool_codes_arr):

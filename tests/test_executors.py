@@ -207,7 +207,7 @@ def _cohort_update(bundle):
 def _generator_update(bundle):
     """DP fine-tuning of a generator's LoRA adapter (dp-resample, ctcl, weak-client voting's strong clients)."""
     from largefedbench.fedtrain import FedAvgSettings, FlatParams
-    from largefedbench.synthetic.dp_finetune import generator_update, lora_generator
+    from largefedbench.fedtrain.generator import generator_update, lora_generator
 
     adapter = FlatParams(lora_generator(bundle, rank=2, alpha=4))
     settings = FedAvgSettings(rounds=1, clients_per_round=N_TRAINING, clip=1.0, client_lr=0.5, local_epochs=2,
@@ -219,8 +219,8 @@ def _generator_update(bundle):
 def _selector_update(bundle):
     """FedBis / FedBiscuit: three selectors, each client training its own group's with local AdamW."""
     from largefedbench.fedtrain import FlatParams
+    from largefedbench.fedtrain.generator import lora_generator
     from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
-    from largefedbench.synthetic.dp_finetune import lora_generator
 
     rng = np.random.default_rng(3)
     a, b = [f"text a{i} about cells" for i in range(10)], [f"text b{i} about bills" for i in range(10)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -11,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 from largefedbench.data.demo import build_demo
 from largefedbench.data.federated import load_snapshot
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation
+from largefedbench.federation import Federation, payload_floats
 from largefedbench.privacy.clipping import clip_rows
 from largefedbench.privacy.mechanisms import Gaussian
 
@@ -53,8 +54,21 @@ def test_costs_are_counted_per_round(train):
     fed = Federation(train, seed=6)
     for _ in range(3):
         cohort = fed.sample(0.5)
-        fed.private_sum(cohort, lambda view: np.ones(10), clip=1.0, mechanism=Gaussian(1.0), download_floats=1000)
+        fed.private_sum(cohort, lambda view: np.ones(10), clip=1.0, mechanism=Gaussian(1.0), broadcast=np.zeros(1000))
     summary = fed.costs.summary()
     assert summary["rounds"] == 3
     assert summary["floats_down_per_client_per_round"] == 1000 and summary["floats_up_per_client_per_round"] == 10
     assert summary["client_seconds_total"] > 0 and summary["server_seconds_total"] > 0
+    assert fed.door_seconds > 0
+
+
+def test_broadcast_is_measured_not_declared(train):
+    fed = Federation(train, seed=6)
+    weights, pool = torch.zeros(7, 3), [np.zeros((4, 5)), {"b": np.zeros(2)}]
+    fed.private_sum(fed.sample(0.5), lambda view: np.ones(3), clip=1.0, mechanism=Gaussian(1.0),
+                    broadcast=(weights, pool))
+    assert fed.costs.rounds[0]["floats_down_per_client"] == 21 + 20 + 2
+    assert payload_floats(None) == 0
+    with pytest.raises(InputError, match="broadcast holds a str"):
+        fed.private_sum(fed.sample(0.5), lambda view: np.ones(3), clip=1.0, mechanism=Gaussian(1.0), broadcast="w")
+    assert len(fed.ledger.events) == 1  # refused before anything was released

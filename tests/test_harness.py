@@ -128,7 +128,7 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
     from largefedbench.data.public_corpus import load_public_corpus
 
     corpus = load_public_corpus("split", prep.fd)
-    ev = harness._Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok", public_corpus=corpus),
+    ev = harness.Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok", public_corpus=corpus),
                             lambda m: None)
     public = prep.fd.public.all_spans()
     assert corpus.spans == public  # the tiny profile's public resources are the snapshot's pre-window split
@@ -213,7 +213,7 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
 def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
     from largefedbench.methods.dp_ftrl import DPFTRL
     from largefedbench.methods.popri import POPri
-    from largefedbench.run.eval import preset_config
+    from largefedbench.run.presets import preset_config
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
     assert preset_config(POPri, "paper") == POPri.Config()

@@ -11,7 +11,8 @@ import pytest
 
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.schema import parse_entry
-from largefedbench.run.eval import EvalRequest, _run_seed
+from largefedbench.run.eval import EvalRequest
+from largefedbench.run.seed import run_seed
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 #: a seed's result.json exactly as lfb 0.x wrote it before SeedResult existed (a resumed run must still read it)
@@ -45,7 +46,7 @@ def test_a_resumed_run_reuses_the_stored_seed_without_running_the_method(tmp_pat
     (tmp_path / "seed-0" / "result.json").write_text(json.dumps(STORED_BEFORE))
     prep = SimpleNamespace(run_dir=tmp_path)  # a finished seed needs nothing else: no method, no federation
     logs: list[str] = []
-    assert _run_seed(prep, None, 0, logs.append) == SeedResult(**STORED_BEFORE)
+    assert run_seed(prep, None, 0, logs.append) == SeedResult(**STORED_BEFORE)
     assert logs == [f"seed 0: already done, reusing {tmp_path / 'seed-0' / 'result.json'}"]
 
 

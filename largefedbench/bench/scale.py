@@ -178,7 +178,7 @@ def run_scale(clients: int = 133_000, samples: int = 18_000, *, dim: int = 384, 
               leave=False) as bar:
         start = time.perf_counter()
         noisy = fed.private_sum(fed.everyone(), client_fn, clip=1.0, mechanism=Gaussian(noise_multiplier),
-                                batched=True, chunk_clients=chunk, download_floats=int(synthetic.size),
+                                batched=True, chunk_clients=chunk, broadcast=synthetic,
                                 progress=bar.update)
         report.client_side_seconds = time.perf_counter() - start
     costs = fed.costs.rounds[0]

@@ -5,11 +5,18 @@
   language-model examples and their loss;
 - ``model_update`` — the full-model client update of DP-FedAvg and DP-FTRL, and its unreleased norm diagnostic;
 - ``server`` — server steps on released sums: :class:`ServerOptimizer` (SGD, momentum, Adam), DP-FTRLM's step;
-- ``fedavg`` — :class:`FedAvgSettings` and DP-FedAvg rounds of an adapter (:func:`train_adapter`).
+- ``driver`` — the one federated-training driver: a :class:`Server` (a round's :class:`Release`, the step on the
+  released sum) run by :func:`train_rounds` in the rounds loop;
+- ``fedavg`` — :class:`FedAvgSettings` and DP-FedAvg rounds of an adapter (:func:`train_adapter`);
+- ``generator`` — DP fine-tuning of a generator's LoRA adapter (its sequence format, client update, pretraining on
+  public text), shared by CTCL, DP instruction resampling, weak-client voting and FedBiscuit (imported as
+  ``largefedbench.fedtrain.generator``).
 """
 
+from largefedbench.fedtrain.driver import Release, Server, release_round, train_rounds
 from largefedbench.fedtrain.fedavg import (
            CHUNK_CLIENTS,
+           AdapterServer,
            ClientUpdate,
            FedAvgSettings,
            run_round,
@@ -29,10 +36,11 @@ from largefedbench.fedtrain.model_update import (
            CohortUpdate,
            ModelUpdate,
            UpdateNormTally,
-           private_cohort_update,
+           record_update_norms,
 )
 from largefedbench.fedtrain.server import ServerOptimizer, ServerState, ftrl_weights
 
-__all__ = ["CHUNK_CLIENTS", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams", "LMExample", "LocalSGD",
-           "ModelUpdate", "ServerOptimizer", "ServerState", "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "local_steps",
-           "local_updates", "per_client", "private_cohort_update", "run_round", "train_adapter"]
+__all__ = ["CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams", "LMExample", "LocalSGD",
+           "ModelUpdate", "Release", "Server", "ServerOptimizer", "ServerState", "UpdateNormTally", "ftrl_weights",
+           "lm_examples", "lm_loss", "local_steps", "local_updates", "per_client", "record_update_norms", "release_round",
+           "run_round", "train_adapter", "train_rounds"]

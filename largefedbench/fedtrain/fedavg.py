@@ -27,14 +27,15 @@ from typing import Any
 import torch
 
 from largefedbench.errors import InputError
+from largefedbench.fedtrain.driver import Release, Server, release_round, train_rounds
 from largefedbench.fedtrain.flat import FlatParams
 from largefedbench.fedtrain.local_sgd import LocalSGD
-from largefedbench.fedtrain.server import ServerOptimizer, ServerState
+from largefedbench.fedtrain.server import ServerOptimizer
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, cohort_fields
+from largefedbench.rounds import cohort_fields
 
-__all__ = ["CHUNK_CLIENTS", "ClientUpdate", "FedAvgSettings", "run_round", "train_adapter"]
+__all__ = ["CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "FedAvgSettings", "run_round", "train_adapter"]
 
 #: clients per chunk of a round's ``private_sum`` (memory holds this many Δ rows)
 CHUNK_CLIENTS = 64
@@ -84,45 +85,72 @@ class FedAvgSettings:
             raise InputError("DP-FedAvg needs at least one client")
         return min(1.0, float(self.clients_per_round) / n_clients)
 
-    def events(self, noise_multiplier: float, n_clients: int, rounds: int | None = None) -> list[PoissonGaussianEvent]:
-        """The ledger events of ``rounds`` (default: all) rounds at ``noise_multiplier``: what ``run_round`` records."""
+    def events(self, noise_multiplier: float, n_clients: int, rounds: int | None = None, *,
+               rate: float | None = None) -> list[PoissonGaussianEvent]:
+        """The ledger events of ``rounds`` (default: all) rounds at ``noise_multiplier`` and Poisson ``rate`` (default
+        the settings' q): what ``run_round`` records."""
         n = self.rounds if rounds is None else rounds
-        return [PoissonGaussianEvent(noise_multiplier, self.sample_rate(n_clients), n)] if n > 0 else []
+        q = self.sample_rate(n_clients) if rate is None else rate
+        return [PoissonGaussianEvent(noise_multiplier, q, n)] if n > 0 else []
+
+    def calibrate(self, budget, n_clients: int, *others: PoissonGaussianEvent, rate: float | None = None) -> float:
+        """σ of these rounds so that they and the method's ``others`` releases (each at its own σ) spend the budget."""
+        return budget.calibrate(lambda sigma: [*self.events(sigma, n_clients, rate=rate), *others], n_clients=n_clients)
+
+
+class AdapterServer(Server):
+    """DP-FedAvg of an adapter: Poisson cohorts at ``rate`` (default the settings' q), ``client_update(chunk, spans)``
+    → Δ rows summed ``chunk_clients`` clients at a time with ``Gaussian(σ)``, the server optimizer's step dividing
+    by ``expected_clients`` (default q·N). ``broadcast`` is what a client downloads besides the adapter."""
+
+    def __init__(self, fed, settings: FedAvgSettings, optimizer: ServerOptimizer, sigma: float,
+                 client_update: ClientUpdate, *, rate: float | None = None, expected_clients: float | None = None,
+                 broadcast: Any = None, chunk_clients: int = CHUNK_CLIENTS) -> None:
+        super().__init__(optimizer.flat)
+        self.fed, self.settings, self.optimizer, self.sigma = fed, settings, optimizer, float(sigma)
+        self.q = settings.sample_rate(fed.n_clients) if rate is None else rate
+        self.expected = self.q * fed.n_clients if expected_clients is None else expected_clients
+        self.client_update, self.extra, self.chunk_clients = client_update, broadcast, chunk_clients
+
+    def release(self, r: int) -> Release:
+        cohort, width, update = self.fed.sample(self.q), self.flat.numel, self.client_update
+
+        def client_fn(chunk) -> torch.Tensor:  # sent to the worker processes: it holds the update, not the server
+            return update(chunk, chunk.spans) if len(chunk) else torch.zeros((0, width))
+
+        return Release(cohort, client_fn, Gaussian(self.sigma), self.settings.clip, chunk_clients=self.chunk_clients,
+                       broadcast=(self.weights, self.extra),
+                       row={"round": int(cohort.round), **cohort_fields(cohort, self.fed.n_clients)})
+
+    def step(self, noisy: torch.Tensor, release: Release) -> dict[str, Any]:
+        return {"noisy_update_norm": round(self.optimizer.step(noisy, self.expected), 6)}
+
+    def plan(self) -> dict[str, Any]:
+        return {"sigma": self.sigma, "sample_rate": self.q, "rounds": self.settings.rounds,
+                "expected_cohort": self.expected}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
 
 
 def run_round(fed, settings: FedAvgSettings, server: ServerOptimizer, sigma: float, client_update: ClientUpdate, *,
-              rate: float | None = None, expected_clients: float | None = None, download_floats: int = 0,
+              rate: float | None = None, expected_clients: float | None = None, broadcast: Any = None,
               chunk_clients: int = CHUNK_CLIENTS) -> dict[str, Any]:
-    """One DP-FedAvg round: Poisson cohort at ``rate`` (default the settings' q), ``client_update(chunk, spans)`` → Δ
-    rows inside ``fed.private_sum`` (clipped, summed, ``Gaussian(σ)``: one ledger event; ``chunk_clients`` clients a
-    chunk), server step dividing by ``expected_clients`` (default q·N). ``download_floats`` is what a client downloads
-    besides the adapter. Returns the round's public record."""
-    q = settings.sample_rate(fed.n_clients) if rate is None else rate
-    cohort = fed.sample(q)
-    width = server.flat.numel
-
-    def client_fn(chunk) -> torch.Tensor:
-        return client_update(chunk, chunk.spans) if len(chunk) else torch.zeros((0, width))
-
-    noisy = fed.private_sum(cohort, client_fn, clip=settings.clip, mechanism=Gaussian(sigma), batched=True,
-                            chunk_clients=chunk_clients, download_floats=width + int(download_floats))
-    norm = server.step(noisy, q * fed.n_clients if expected_clients is None else expected_clients)
-    return {"round": int(cohort.round), **cohort_fields(cohort, fed.n_clients), "noisy_update_norm": round(norm, 6)}
+    """One DP-FedAvg round of an adapter (:class:`AdapterServer`); returns the round's public record."""
+    adapter = AdapterServer(fed, settings, server, sigma, client_update, rate=rate, expected_clients=expected_clients,
+                            broadcast=broadcast, chunk_clients=chunk_clients)
+    return release_round(fed, adapter, 0)
 
 
 def train_adapter(fed, public, settings: FedAvgSettings, server: ServerOptimizer, sigma: float,
                   client_update: ClientUpdate, *, desc: str = "DP fine-tuning", phase: str = "generator",
-                  rate: float | None = None, expected_clients: float | None = None, download_floats: int = 0,
+                  rate: float | None = None, expected_clients: float | None = None, broadcast: Any = None,
                   chunk_clients: int = CHUNK_CLIENTS) -> list[dict[str, Any]]:
-    """``settings.rounds`` DP-FedAvg rounds (see :func:`run_round` for ``rate``/``expected_clients``/
-    ``download_floats``/``chunk_clients``) in the shared rounds loop (checkpoint after each, resume after a kill).
-    Returns one public record per round."""
-    loop = RoundsLoop(fed, public, ServerState(), rounds=settings.rounds, desc=desc)
-    if loop.resumed:
-        server.load_state_dict(loop.state.server)
-    for _ in loop:
-        record = run_round(fed, settings, server, sigma, client_update, rate=rate, expected_clients=expected_clients,
-                           download_floats=download_floats, chunk_clients=chunk_clients)
-        loop.history.append({"phase": phase, **record})
-        loop.state.server = server.state_dict()
-    return loop.history
+    """``settings.rounds`` DP-FedAvg rounds of an adapter (:class:`AdapterServer`) in the one federated-training
+    driver (checkpoint after each, resume after a kill). Returns one public record per round."""
+    adapter = AdapterServer(fed, settings, server, sigma, client_update, rate=rate, expected_clients=expected_clients,
+                            broadcast=broadcast, chunk_clients=chunk_clients)
+    return train_rounds(fed, public, adapter, rounds=settings.rounds, desc=desc, phase=phase).history

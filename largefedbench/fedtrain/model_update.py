@@ -24,7 +24,7 @@ from largefedbench.fedtrain.local_sgd import (
 )
 from largefedbench.rounds import record_unreleased
 
-__all__ = ["CohortUpdate", "ModelUpdate", "UpdateNormTally", "private_cohort_update"]
+__all__ = ["CohortUpdate", "ModelUpdate", "UpdateNormTally", "record_update_norms"]
 
 
 class ModelUpdate:
@@ -87,16 +87,12 @@ class CohortUpdate:
         return updates
 
 
-def private_cohort_update(fed, cohort, update: CohortUpdate, *, clip: float, mechanism, chunk_clients: int,
-                          public=None, round_: int | None = None) -> torch.Tensor:
-    """The round's noised sum of clipped client updates through the federation's one door (chunk by chunk: memory
-    holds ``chunk_clients`` updates). With ``update.tally`` the raw-norm diagnostic is written to the run folder's
-    unreleased file (``public``, ``round_``)."""
-    noisy = fed.private_sum(cohort, update, clip=clip, mechanism=mechanism, batched=True, chunk_clients=chunk_clients,
-                            download_floats=update.weights.numel())
-    if update.tally is not None:
-        if update.tally.n != len(cohort):
-            raise InputError("record_update_norms needs the local executor: the raw update norms are a diagnostic "
-                             "kept in this process and never leave a Ray worker; turn it off or use --executor local")
-        record_unreleased(public, round_, update.tally.summary())
-    return noisy
+def record_update_norms(update: CohortUpdate, cohort, public, round_: int) -> None:
+    """After a round's release: the raw-norm diagnostic of ``update.tally`` written to the run folder's unreleased
+    file (never the entry; nothing when there is no tally)."""
+    if update.tally is None:
+        return
+    if update.tally.n != len(cohort):
+        raise InputError("record_update_norms needs the local executor: the raw update norms are a diagnostic "
+                         "kept in this process and never leave a Ray worker; turn it off or use --executor local")
+    record_unreleased(public, round_, update.tally.summary())

@@ -154,7 +154,8 @@ def validate_entry_file(item: EntryFile) -> EntryReport:
     report.findings.extend(check_leaks(entry, data))
     report.reproduction, problems = check_record(item, entry)
     report.findings.extend(problems)
-    if report.valid and len(entry.seeds) < MIN_RANKED_SEEDS:
+    # diagnostic and declared entries are never ranked, whatever their seeds: no note that asks for more
+    if report.valid and len(entry.seeds) < MIN_RANKED_SEEDS and report.status == "unranked":
         report.findings.append(note("seeds", "seeds", f"{len(entry.seeds)} seed(s); ranking needs at least "
                                     f"{MIN_RANKED_SEEDS}", "Run `lfb eval --seeds 0,1,2`; until then the entry is "
                                     "shown apart as unranked"))

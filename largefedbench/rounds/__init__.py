@@ -4,7 +4,6 @@ and what a round records (its cohort, un-noised diagnostics kept out of the entr
 from largefedbench.rounds.loop import Best, RoundsLoop
 from largefedbench.rounds.records import (
     UNRELEASED_FILE,
-    Timer,
     cohort_fields,
     draw_cohort,
     record_unreleased,
@@ -12,5 +11,5 @@ from largefedbench.rounds.records import (
     unreleased_path,
 )
 
-__all__ = ["UNRELEASED_FILE", "Best", "RoundsLoop", "Timer", "cohort_fields", "draw_cohort", "record_unreleased",
+__all__ = ["UNRELEASED_FILE", "Best", "RoundsLoop", "cohort_fields", "draw_cohort", "record_unreleased",
            "releases_of", "unreleased_path"]

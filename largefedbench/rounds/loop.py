@@ -14,12 +14,19 @@ after its last completed round with all of it restored::
 
 ``fingerprint`` (config, σ, …) is stored with the checkpoint; a checkpoint with another fingerprint is refused
 rather than silently mixed.
+
+The loop also owns the server's time: a round's wall seconds less those spent in the federation's door
+(``private_sum``: the clients' side) are the server's, added to the round's costs (``fed.costs``, POPri's Table 2)
+and to its history record as ``server_seconds``; server work after the last round (a final model selection) runs in
+``with loop.server_work():``. A method times nothing itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import time
 from collections.abc import Iterator
 from typing import Any, Generic, Literal, TypeVar
 
@@ -80,7 +87,10 @@ class RoundsLoop(Generic[S]):
         try:
             for r in range(self.next_round, self.rounds.stop):
                 released, recorded = len(releases_of(self.fed)), len(self.history)
-                yield r
+                with self._server_clock() as clock:
+                    yield r
+                if len(self.history) > recorded and isinstance(self.history[-1], dict):
+                    self.history[-1].setdefault("server_seconds", round(clock.seconds, 3))
                 self._attach_releases(released, recorded)
                 self._checkpoint(r)
                 bar.update(1)
@@ -88,6 +98,23 @@ class RoundsLoop(Generic[S]):
                     bar.set_postfix(best=f"{self.best.score:.4f}", best_round=self.best.round)
         finally:
             bar.close()
+
+    @contextlib.contextmanager
+    def server_work(self) -> Iterator[None]:
+        """Server work after the rounds (e.g. choosing the final model): its seconds go to the last round's costs."""
+        with self._server_clock():
+            yield
+
+    @contextlib.contextmanager
+    def _server_clock(self) -> Iterator[_Clock]:
+        """Times the block's server seconds (wall less the federation's door) and adds them to the costs of the last
+        round the federation has started by the end of the block."""
+        clock, start, door = _Clock(), time.perf_counter(), _door_seconds(self.fed)
+        yield clock
+        clock.seconds = max(0.0, time.perf_counter() - start - (_door_seconds(self.fed) - door))
+        costs, round_ = getattr(self.fed, "costs", None), getattr(self.fed, "round", -1)
+        if costs is not None and isinstance(round_, int) and round_ >= 0:
+            costs.add(round_, server_seconds=clock.seconds)
 
     def _attach_releases(self, released: int, recorded: int) -> None:
         """Give the round's last history record the signal-to-noise numbers of the releases the round made."""
@@ -113,3 +140,12 @@ class RoundsLoop(Generic[S]):
             self.best = Best(float(score), int(round_index), weights)
             return True
         return False
+
+
+@dataclasses.dataclass
+class _Clock:
+    seconds: float = 0.0
+
+
+def _door_seconds(fed) -> float:
+    return float(getattr(fed, "door_seconds", 0.0))

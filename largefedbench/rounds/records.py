@@ -1,18 +1,15 @@
 """What a round records: its cohort (drawn and described as a published history row may describe it), un-noised
-diagnostics kept out of the entry, and the wall time of its server work."""
+diagnostics kept out of the entry, and the signal-to-noise numbers of its releases."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from largefedbench.errors import InputError
 
-__all__ = ["UNRELEASED_FILE", "Timer", "cohort_fields", "draw_cohort", "record_unreleased", "releases_of",
+__all__ = ["UNRELEASED_FILE", "cohort_fields", "draw_cohort", "record_unreleased", "releases_of",
            "unreleased_path"]
 
 #: where un-noised per-round diagnostics go (the seed's run folder): never into the history, info or the entry
@@ -60,18 +57,3 @@ def record_unreleased(public, round_index: int, stats: dict[str, Any]) -> None:
     rows = json.loads(path.read_text()) if path.exists() else []
     rows = [r for r in rows if r.get("round") != int(round_index)] + [{"round": int(round_index), **stats}]
     atomic_write_json(path, sorted(rows, key=lambda r: r["round"]))
-
-
-class Timer:
-    """Accumulates wall seconds of the ``with timer:`` blocks it times."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds += time.perf_counter() - start

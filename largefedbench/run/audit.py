@@ -133,9 +133,9 @@ class Audit:
         return bounded_id(name, plain_digest, f"audit-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
 
     def _command(self, prep) -> str:
-        from largefedbench.run.eval import _command_for
+        from largefedbench.run.command import command_for
 
-        parts = shlex.split(_command_for(prep))
+        parts = shlex.split(command_for(prep))
         parts[1] = "audit"
         return shlex.join(parts + ["--canaries", str(self.canaries), "--confidence", f"{self.confidence:g}",
                                    "--inclusion-seed", str(self.inclusion_seed), "--leak-canaries", str(self.leak_canaries)])

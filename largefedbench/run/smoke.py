@@ -336,7 +336,8 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     home = renamed_path("smoke", "home", home, "root", root)
     from largefedbench.errors import LfbError
     from largefedbench.models import load_models
-    from largefedbench.run.eval import EvalRequest, _Evaluator, prepare
+    from largefedbench.run.eval import EvalRequest, prepare
+    from largefedbench.run.seed import Evaluator
 
     log = log or (lambda msg: None)
     report = SmokeReport(method)
@@ -357,7 +358,7 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
             return report
         log("loading the demo snapshot's tiny models (built and cached on first use)")
         bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, home=home)
-        evaluator = _Evaluator(prep, bundle, log)
+        evaluator = Evaluator(prep, bundle, log)
         clients = _clients(prep, bundle, cls)
         workers = ProcessExecutor()
         runs = []

@@ -62,6 +62,10 @@ class Buckets:
     def n_buckets(self) -> int:
         return len(self.centroids)
 
+    def broadcast(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a client downloads to find its buckets: the PCA mean and components and the centroids."""
+        return self.mean, self.components, self.centroids
+
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """L2-normalise, centre with the pool's mean and project on the kept principal components."""
         return (_unit_rows(vectors) - self.mean) @ self.components.T

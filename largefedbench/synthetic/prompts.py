@@ -37,12 +37,15 @@ one 12-word prefix, whose topic the prefix already fixes (issue 25; docs/profile
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from largefedbench.errors import InputError, MethodError
 
-__all__ = ["DEFAULT_INSTRUCTION", "PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "build_prompts",
+__all__ = ["DEFAULT_INSTRUCTION", "PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "SamplingSettings",
+           "build_prompts",
            "chat_prompt", "check_prompt_format", "clean_example", "prompt_stop", "prompt_template", "public_examples"]
 
 #: ``"few-shot"``: the reference's list template; ``"continuation"``: the start of one public example, continued;
@@ -141,6 +144,24 @@ def check_prompt_format(prompt_format: str, prefix_words: int = 12) -> None:
         raise InputError(f"prompt_format={prompt_format!r}; choose one of {', '.join(PROMPT_FORMATS)}")
     if prompt_format == "continuation" and int(prefix_words) < 1:
         raise InputError(f"prefix_words={prefix_words} must be at least 1: a continuation prompt is the start of an example")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How a generator is prompted and sampled, shared by POPri, PE+SFT and the generator-only row: prompts of
+    ``examples_per_prompt`` public examples in ``prompt_format`` (few-shot: POPri App. B.2; ``continuation`` of the
+    first ``prefix_words`` words; ``instruction``: one open request), ``max_new_tokens`` at ``temperature``/``top_p``."""
+
+    examples_per_prompt: int = 3
+    prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
+    prefix_words: int = 12
+    instruction: str = DEFAULT_INSTRUCTION
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_prompt_format(self.prompt_format, self.prefix_words)
 
 
 def prompt_stop(prompt_format: str) -> tuple[str, ...]:

@@ -96,6 +96,7 @@ def test_a_demo_folder_from_an_older_generator_version_is_refused_with_what_to_d
     import shutil
 
     import pytest
+
     from largefedbench.cli import main
     from largefedbench.errors import SnapshotError
 

@@ -6,7 +6,6 @@ two means is the speed-up of batching.
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

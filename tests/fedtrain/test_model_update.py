@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from largefedbench.errors import InputError
-from largefedbench.privacy.clipping import clip_rows
 from largefedbench.fedtrain import FlatParams, LocalSGD, ModelUpdate, ServerOptimizer, UpdateNormTally, local_steps
 from largefedbench.models.tokenizer import lm_sequences, pad_batch
+from largefedbench.privacy.clipping import clip_rows
 
 
 def reference_updates(model, tokenizer, spans_per_client, local: LocalSGD, max_len: int, rng) -> torch.Tensor:

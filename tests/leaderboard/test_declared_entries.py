@@ -108,6 +108,7 @@ def test_the_declared_entry_states_its_claim_and_scores_the_texts(declared):
 def test_the_declared_entry_is_valid_and_shown_apart(declared):
     report = validate_entry_file(EntryFile(declared.path, board_of(declared.path)))
     assert report.valid and report.status == "declared", format_reports([report])
+    assert not [f for f in report.findings if f.check == "seeds"]  # never ranked: no note asking for more seeds
     board = build_board([report])
     assert [r.status for r in board.rows] == ["declared"] and board.rows[0].rank is None
     assert "1 declared" in board.counts_text()
@@ -140,14 +141,14 @@ def test_a_default_name_that_is_a_method_name_is_kept_apart(tiny, tmp_path):
 def test_the_declared_command_names_the_file_not_its_folder(tmp_path):
     from types import SimpleNamespace
 
-    from largefedbench.run.eval import _command_for
+    from largefedbench.run.command import command_for
 
     request = SimpleNamespace(synthetic=tmp_path / "deep" / "pe.csv", made_with="DPSDA PE", dataset=str(tmp_path / "snap"),
                               seeds=(0, 1, 2))
     prep = SimpleNamespace(request=request, declared=True, method=SimpleNamespace(name="pe-declared"),
                            fd=SimpleNamespace(manifest={"name": "snap-x"}), profile=SimpleNamespace(name="cpu", public="generic"),
                            budget=SimpleNamespace(epsilon=4.0, delta=3e-6), public_spec="generic")
-    command = _command_for(prep)
+    command = command_for(prep)
     assert str(tmp_path) not in command
     assert command == ("lfb eval --synthetic pe.csv --name pe-declared --made-with 'DPSDA PE' --dataset snap-x "
                        "--profile cpu --seeds 0,1,2 --epsilon 4 --delta 3e-06")

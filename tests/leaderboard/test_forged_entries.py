@@ -231,8 +231,8 @@ def test_the_demo_snapshot_builds_to_its_known_hash(shared_root):
 def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     from types import SimpleNamespace
 
+    from largefedbench.run.command import command_for
     from largefedbench.run.entry import portable_profile
-    from largefedbench.run.eval import _command_for
 
     home = tmp_path / "home"
     info = {"profile": "tiny", "cache": {"dir": str(home / "models" / "tiny" / "abc"), "hit": True}}
@@ -243,11 +243,11 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny", public="split"), preset="tiny",
                            method_cls=SimpleNamespace(fixed_epsilon=0), fd=SimpleNamespace(manifest={"name": "snap-x"}),
                            public_spec=f"c4:{tmp_path / 'c4'}", declared=False)
-    command = _command_for(prep)
+    command = command_for(prep)
     assert command.endswith("--public c4") and str(tmp_path) not in command  # the kind, never a local C4 path
     assert "--method mine.py:Mine" in command and "--dataset snap-x" in command and not local_paths(command)
     request.method, request.dataset = "dp-fedavg", "hf://owner/snapshot"
-    assert "--method dp-fedavg --dataset hf://owner/snapshot" in _command_for(prep)
+    assert "--method dp-fedavg --dataset hf://owner/snapshot" in command_for(prep)
 
 
 def test_a_ledger_claiming_an_unsupported_pair_is_invalid(tmp_path):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from largefedbench.contract import PublicResources
+from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.ctcl import (
     CTCL,
     CTCLConfig,
@@ -11,9 +14,6 @@ from largefedbench.methods.ctcl import (
     ctfidf_keywords,
     keep_sample,
 )
-
-from largefedbench.contract import PublicResources
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
 from largefedbench.synthetic.histograms import fit_buckets
 

@@ -7,6 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+
+from largefedbench.contract import PublicResources
+from largefedbench.errors import InputError
+from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.fedbiscuit import (
     FedBis,
     FedBisConfig,
@@ -14,19 +18,15 @@ from largefedbench.methods.fedbiscuit import (
     FedBiscuitConfig,
     PairPool,
     SelectorTask,
+    balanced_grouping,
     client_pair_indices,
     client_preferences,
-    balanced_grouping,
     clustered_step,
+    grouping_rows,
     majority_vote,
     preference_scores,
-    grouping_rows,
     private_grouping,
 )
-
-from largefedbench.contract import PublicResources
-from largefedbench.errors import InputError
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, epsilon_of
 
 

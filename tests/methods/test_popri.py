@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from largefedbench.methods.popri import POPri, POPriConfig
+from conftest import Killed, killed_after
+from timing_free import without_timing
 
 from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.methods.popri import POPri, POPriConfig
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
-
-from conftest import Killed, killed_after
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +47,6 @@ def test_defaults_are_the_papers():
         POPriConfig(loss_type="kto")
 
 
-def strip_timing(history):
-    return [{k: v for k, v in row.items() if k != "server_seconds"} for row in history]
-
-
 def test_popri_runs_end_to_end_and_resumes_after_a_kill_as_if_uninterrupted(tiny, tmp_path):
     cfg = dataclasses.replace(POPri.Config.tiny(), **SMALL)
     fed_a, straight = run(tiny, tmp_path / "straight", cfg)
@@ -78,7 +74,7 @@ def test_popri_runs_end_to_end_and_resumes_after_a_kill_as_if_uninterrupted(tiny
         run(tiny, tmp_path / "killed", cfg, killed_after(0))
     fed_b, resumed = run(tiny, tmp_path / "killed", cfg)
     assert fed_b.ledger == fed_a.ledger and fed_b.round == fed_a.round == cfg.rounds - 1
-    assert strip_timing(resumed.history) == strip_timing(straight.history)
+    assert without_timing(resumed.history) == without_timing(straight.history)
     assert resumed.texts == straight.texts
 
 
@@ -91,6 +87,7 @@ def test_each_round_starts_from_the_round_befores_best_epoch(tiny, tmp_path, mon
     ``round_start="last_epoch"`` carries the last epoch on (the reference code). DPO and FID are replaced by stubs
     that mark epoch e of round r in the adapter (lora_B = (10·r + e)·1e-6) and score epoch 1 best."""
     import largefedbench.methods.popri as popri_module
+    import largefedbench.synthetic.generator_rounds as template
 
     starts, current = [], {}
 
@@ -108,14 +105,14 @@ def test_each_round_starts_from_the_round_befores_best_epoch(tiny, tmp_path, mon
                 epoch_end()
         return {"train_loss": 0.0, "margin_first": 0.0, "margin_last": 0.0, "reward_accuracy_last": 1.0, "steps": 2}
 
-    real_fid = popri_module.fid_to
+    real_fid = template.fid_to
 
     def fake_fid(emb, reference):
         model = current.get("model")
         return real_fid(emb, reference) if model is None else abs(mark(model) % 10 - 1.0)
 
     monkeypatch.setattr(popri_module, "dpo_update", fake_dpo)
-    monkeypatch.setattr(popri_module, "fid_to", fake_fid)
+    monkeypatch.setattr(template, "fid_to", fake_fid)
     cfg = dataclasses.replace(POPri.Config.tiny(), **SMALL)
     assert cfg.dpo_epochs == 2 and cfg.round_start == "best_epoch"
     _, art = run(tiny, tmp_path / "best", cfg)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from largefedbench.client_views import ClientStore, chunk_view
+from largefedbench.contract import PublicResources
+from largefedbench.data.federated import ClientSplit
+from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.weak_client_voting import (
     OTHER,
     WeakClientVoting,
@@ -14,11 +19,6 @@ from largefedbench.methods.weak_client_voting import (
     own_codes,
     strong_clients,
 )
-
-from largefedbench.contract import PublicResources
-from largefedbench.client_views import ClientStore, chunk_view
-from largefedbench.data.federated import ClientSplit
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import (
     PoissonGaussianEvent,
     PrivacyBudget,

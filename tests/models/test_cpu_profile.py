@@ -9,12 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from largefedbench.methods.pe import PrivateEvolution as PE
-from largefedbench.methods.popri import POPri
 
 from largefedbench.contract import PublicResources
 from largefedbench.errors import LfbError
 from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.methods.pe import PrivateEvolution as PE
+from largefedbench.methods.popri import POPri
 from largefedbench.models.gguf import locate_gguf, prepare_gguf_model
 from largefedbench.models.profiles import CPU, SMOLLM2_135M, PackagedGGUF
 from largefedbench.privacy import PrivacyBudget

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-
-
 from types import SimpleNamespace
 
 import numpy as np

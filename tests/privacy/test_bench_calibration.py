@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from largefedbench.privacy import PoissonGaussianEvent, calibrate_noise_multiplier, epsilon_of
-from largefedbench.privacy import accountants, calibration
+from largefedbench.privacy import PoissonGaussianEvent, accountants, calibrate_noise_multiplier, calibration, epsilon_of
 
 EPSILON, DELTA, TOL = 1.0, 3e-6, 1e-6
 ROUNDS = 3

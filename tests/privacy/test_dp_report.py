@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from largefedbench.errors import InputError, PrivacyError
-from largefedbench.privacy import calibrate_noise_multiplier, epsilon_report, noise_report
-from largefedbench.privacy import GaussianEvent, PoissonGaussianEvent
+from largefedbench.privacy import (
+    GaussianEvent,
+    PoissonGaussianEvent,
+    calibrate_noise_multiplier,
+    epsilon_report,
+    noise_report,
+)
 
 KEYS = {"sigma", "epsilon", "delta", "accountant", "mechanism", "sample_rate", "steps", "clients", "per_round"}
 

@@ -17,6 +17,7 @@ from largefedbench.errors import SourceError
 from largefedbench.scrapers.biorxiv import LICENSE_ALLOWLIST, BiorxivScraper
 from largefedbench.scrapers.http import HttpSettings
 
+
 def scraper(url: str, sleeps: list | None = None, **kw) -> BiorxivScraper:
     s = BiorxivScraper.create(base_url=url, settings=HttpSettings(rate_limit=1000, backoff_base=0.01), **kw)
     if sleeps is not None:

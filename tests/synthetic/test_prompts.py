@@ -90,8 +90,8 @@ def test_samples_are_the_continuation_or_prompt_plus_continuation():
 
 
 def _chat_tokenizer(template: str | None):
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     raw = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.Whitespace()

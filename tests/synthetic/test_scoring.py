@@ -126,7 +126,7 @@ def test_scores_through_the_federation_match_the_reference_and_the_noise_has_std
     np.testing.assert_allclose(clean, exact, atol=1e-4)
     sigma = 3.0
     noisy = fed.private_sum(fed.everyone(), PopriScores(synthetic), clip=1.0, mechanism=Gaussian(sigma), batched=True,
-                            chunk_clients=128, download_floats=synthetic.size)
+                            chunk_clients=128, broadcast=synthetic)
     noise = noisy - exact
     assert abs(noise.mean()) < 4 * sigma / np.sqrt(m)
     assert noise.std() == pytest.approx(sigma, rel=0.05)  # N(0, (σ·clip)²) with clip 1

@@ -16,14 +16,9 @@ import numpy as np
 import torch
 
 from largefedbench.errors import InputError, MethodError
-from largefedbench.fedtrain import (
-    ClientUpdate,
-    FedAvgSettings,
-    FlatParams,
-    LMExample,
-    lm_loss,
-    local_updates,
-)
+from largefedbench.fedtrain.fedavg import ClientUpdate, FedAvgSettings
+from largefedbench.fedtrain.flat import FlatParams
+from largefedbench.fedtrain.local_sgd import LMExample, lm_loss, local_updates
 
 __all__ = ["attention_targets", "conditional_prompt", "conditional_sequences", "generator_update", "lora_generator",
            "pretrain_on_public", "require_private_budget", "start_text"]
