@@ -342,7 +342,7 @@ class SelectorUpdate:
 
     def __call__(self, chunk) -> torch.Tensor:
         d = self.adapter.numel
-        out = torch.zeros((len(chunk), len(self.slots) * d))
+        out = torch.zeros((len(chunk), len(self.slots) * d), device=self.weights[self.slots[0]].device)  # the model's device
         if not len(chunk):
             return out
         pairs, labels = own_pairs(chunk, self.position, self.pool, self.n_pairs, self.seed)
