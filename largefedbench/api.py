@@ -21,6 +21,7 @@ from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
 from largefedbench.synthetic.noise import noise_for_rounds
 
 __all__ = ["Artifact", "ChunkView", "ClientView", "FlatParams", "Gaussian", "GaussianEvent", "InputError", "Method",
-           "MethodError", "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "Release", "RoundsLoop",
+           "MethodError", "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "Release",
+           "RoundsLoop",
            "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum", "cohort_fields", "draw_cohort",
            "noise_for_rounds", "train_rounds"]

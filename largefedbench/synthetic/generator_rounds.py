@@ -69,7 +69,8 @@ class GeneratorRounds:
     def __init__(self, fed, public, budget, cfg, *, n_prompts: int, n_per_prompt: int, desc: str) -> None:
         self.fed, self.public, self.cfg, self.desc = fed, public, cfg, desc
         self.n_prompts, self.n_per_prompt = n_prompts, n_per_prompt
-        self.sigma, self.rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
+        self.sigma, self.rate = noise_for_rounds(budget, fed, rounds=cfg.rounds,
+                                                 clients_per_round=cfg.clients_per_round)
         self.examples = public_examples(public, minimum=cfg.examples_per_prompt)
         self.validation = public.validation_embeddings()
         self.tokenizer, self.embedder = public.models.generator_tokenizer, public.models.embedder

@@ -149,8 +149,9 @@ def check_prompt_format(prompt_format: str, prefix_words: int = 12) -> None:
 @dataclass(frozen=True)
 class SamplingSettings:
     """How a generator is prompted and sampled, shared by POPri, PE+SFT and the generator-only row: prompts of
-    ``examples_per_prompt`` public examples in ``prompt_format`` (few-shot: POPri App. B.2; ``continuation`` of the
-    first ``prefix_words`` words; ``instruction``: one open request), ``max_new_tokens`` at ``temperature``/``top_p``."""
+    ``examples_per_prompt`` public examples in ``prompt_format`` (few-shot: POPri App. B.2; ``continuation`` of
+    the first ``prefix_words`` words; ``instruction``: one open request), ``max_new_tokens`` at ``temperature``
+    and ``top_p``."""
 
     examples_per_prompt: int = 3
     prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
