@@ -71,7 +71,7 @@ def test_entries_are_typed_and_written_as_the_json_they_were_read_from():
     appears as null that the file does not have."""
     from pathlib import Path
 
-    board = Path(__file__).resolve().parents[1] / "leaderboard" / "entries"
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
     files = [f for f in board.rglob("*.json") if not f.name.endswith(".reproduced.json")]
     assert any("--audit-" in f.name for f in files)
     for path in files:

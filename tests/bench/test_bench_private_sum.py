@@ -1,7 +1,7 @@
 """Benchmark: POPri's noised score sum through Federation.private_sum — the exact shortcut against the general
 streamed path — and CSR span-embedding sums against ``np.add.reduceat``.
 
-``pytest tests/test_bench_private_sum.py --benchmark-enable -s`` runs them at 20,000 clients × 18,000 samples × 384
+``pytest tests/bench/test_bench_private_sum.py --benchmark-enable -s`` runs them at 20,000 clients × 18,000 samples × 384
 (and 10,000 clients for the sums); with benchmarks disabled each runs once on a small problem and checks the answers
 agree. Paper scale (133,000 clients) is ``lfb bench scale``.
 """
