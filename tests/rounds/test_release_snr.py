@@ -36,7 +36,7 @@ def test_the_rounds_loop_puts_each_rounds_releases_in_its_history(tmp_path):
 
     clients, emb = small_split(40, seed=3)
     fed = Federation(clients, embeddings=emb, seed=0)
-    from run.test_rounds_loop import FakeSnapshot
+    from rounds.test_rounds_loop import FakeSnapshot
 
     public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path, progress=False)
     loop = RoundsLoop(fed, public, State(), rounds=2, desc="test")
