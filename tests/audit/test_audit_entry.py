@@ -21,7 +21,7 @@ BOARD = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo"
 
 def audited_entry(separation: float, canaries: int) -> dict:
     """A committed demo entry with an audit section computed from made-up canary scores."""
-    entry = json.loads(next(BOARD.glob("*--eps1--??????????.json")).read_text())  # the unaudited entry
+    entry = json.loads(next(BOARD.glob("*--demo--tiny--eps1--??????????.json")).read_text())  # the unaudited tiny entry
     audit = Audit(canaries=canaries, confidence=0.95, inclusion_seed=3)
     audit.plan = CanaryPlan(canaries, 3, "update")
     inc = audit.plan.included

@@ -20,7 +20,8 @@ from largefedbench.run.sample import draw, reproduce_sample
 from .entry_variants import relabel, save, with_seeds
 
 REPO = Path(__file__).resolve().parents[2]
-FEDAVG = next((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*--eps1--??????????.json"))
+# the tiny demo entry (a cpu-wide ε = 1 entry has one seed: unranked)
+FEDAVG = next((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*--demo--tiny--eps1--??????????.json"))
 WALL = [500.0, 20.0, 300.0, 40.0, 10.0, 200.0]
 
 
