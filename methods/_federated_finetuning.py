@@ -93,6 +93,10 @@ class ModelServer(Server):
     def apply(self, noisy_sum: torch.Tensor) -> None:
         raise NotImplementedError
 
+    def plan(self) -> dict[str, Any]:
+        """The plan the artifact describes (σ, sampling, rounds)."""
+        raise NotImplementedError
+
     def release(self, r: int) -> Release:
         self.round_index = r
         cohort, mechanism, row = self.draw(r)

@@ -637,9 +637,6 @@ class _SelectorTraining(Server):
                                             self.cfg.selector_weights)
         return {"selectors": list(range(self.n_sel))}
 
-    def plan(self) -> dict[str, Any]:
-        return {"noise_multiplier": self.sigma, "grouping_noise_multiplier": self.sigma_g or None}
-
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self.state.weights, "group": self.state.group, "sizes": self.state.sizes}
 

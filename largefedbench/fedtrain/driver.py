@@ -39,7 +39,7 @@ class Release:
 class Server:
     """A federated-training server: σ (calibrated for its plan), each round's :meth:`release` (it starts the
     federation's round), the :meth:`step` on the released sum (it moves the weights ``flat``, and returns public
-    history fields), the plan the artifact describes and the state a checkpoint keeps."""
+    history fields) and the state a checkpoint keeps."""
 
     sigma: float
 
@@ -55,9 +55,6 @@ class Server:
         raise NotImplementedError
 
     def step(self, noisy: Any, release: Release) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def plan(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:

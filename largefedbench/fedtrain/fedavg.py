@@ -125,10 +125,6 @@ class AdapterServer(Server):
     def step(self, noisy: torch.Tensor, release: Release) -> dict[str, Any]:
         return {"noisy_update_norm": round(self.optimizer.step(noisy, self.expected), 6)}
 
-    def plan(self) -> dict[str, Any]:
-        return {"sigma": self.sigma, "sample_rate": self.q, "rounds": self.settings.rounds,
-                "expected_cohort": self.expected}
-
     def state_dict(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
