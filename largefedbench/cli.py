@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,12 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
+def _show(args, obj: Any, text: Callable[[], str]) -> int:
+    """With --json print ``obj``, else the human-readable ``text()``; a command's normal exit."""
+    _print_json(obj) if args.json else print(text())
+    return 0
+
+
 # --- data ----------------------------------------------------------------------------------------------
 def cmd_data_demo(args) -> int:
     from largefedbench.data.demo import build_demo
@@ -61,33 +68,25 @@ def cmd_data_demo(args) -> int:
     else:
         result = build_demo(root=args.home, progress=not args.quiet)
     info = snapshot_info(load_snapshot(result.path))
-    if args.json:
-        _print_json(info)
-    else:
-        state = "built" if result.created else "already built (identical content)"
-        print(f"demo snapshot {state}: {result.path}\n")
-        print(format_info(info))
-    return 0
+    state = "built" if result.created else "already built (identical content)"
+    return _show(args, info, lambda: f"demo snapshot {state}: {result.path}\n\n{format_info(info)}")
 
 
 def cmd_data_list(args) -> int:
     from largefedbench.data.snapshot import list_snapshots
 
     rows = list_snapshots(args.home)
-    if args.json:
-        _print_json([{k: m[k] for k in ("name", "dataset", "synthetic", "window", "counts", "path", "created_at")} for m in rows])
-        return 0
-    if not rows:
-        print("no snapshots yet: `lfb data demo` builds the offline demo, `lfb refresh` scrapes real data")
-        return 0
-    print(f"{'name':<48}{'dataset':<10}{'window':<25}{'clients':>9}{'spans':>9}")
-    for m in rows:
-        w = m["window"]
-        c = m["counts"]
-        tag = " (synthetic)" if m.get("synthetic") else ""
-        print(f"{m['name']:<48}{m['dataset']:<10}{w['since'] + '..' + w['until']:<25}"
-              f"{sum(c['clients'].values()):>9}{sum(c['spans'].values()):>9}{tag}")
-    return 0
+
+    def line(m: dict) -> str:
+        w, c, tag = m["window"], m["counts"], " (synthetic)" if m.get("synthetic") else ""
+        return (f"{m['name']:<48}{m['dataset']:<10}{w['since'] + '..' + w['until']:<25}"
+                f"{sum(c['clients'].values()):>9}{sum(c['spans'].values()):>9}{tag}")
+
+    header = f"{'name':<48}{'dataset':<10}{'window':<25}{'clients':>9}{'spans':>9}"
+    return _show(args, [{k: m[k] for k in ("name", "dataset", "synthetic", "window", "counts", "path", "created_at")}
+                        for m in rows],
+                 lambda: "\n".join([header, *map(line, rows)]) if rows else
+                 "no snapshots yet: `lfb data demo` builds the offline demo, `lfb refresh` scrapes real data")
 
 
 def cmd_data_info(args) -> int:
@@ -98,8 +97,7 @@ def cmd_data_info(args) -> int:
     fd = load_snapshot(args.snapshot, home=args.home)
     verify_snapshot(fd, args.home)  # a manifest whose content hash does not match is refused, not printed
     info = snapshot_info(fd)
-    _print_json(info) if args.json else print(format_info(info))
-    return 0
+    return _show(args, info, lambda: format_info(info))
 
 
 def cmd_data_verify(args) -> int:
@@ -129,13 +127,10 @@ def cmd_cutoffs(args) -> int:
     from largefedbench.data.windows import list_cutoffs
 
     rows = [c.to_dict() for c in list_cutoffs()]
-    if args.json:
-        _print_json(rows)
-        return 0
-    print(f"{'model':<38}{'cutoff':<9}{'kind':<24}{'window from':<12}  source")
-    for r in rows:
-        print(f"{r['model']:<38}{r['cutoff'] or '-':<9}{r['kind']:<24}{r['window_start'] or '-':<12}  {r['source']}")
-    return 0
+    return _show(args, rows, lambda: "\n".join(
+        [f"{'model':<38}{'cutoff':<9}{'kind':<24}{'window from':<12}  source"]
+        + [f"{r['model']:<38}{r['cutoff'] or '-':<9}{r['kind']:<24}{r['window_start'] or '-':<12}  {r['source']}"
+           for r in rows]))
 
 
 # --- privacy -------------------------------------------------------------------------------------------
@@ -222,13 +217,8 @@ def cmd_refresh(args) -> int:
             raise InputError("--push-to-hub takes one snapshot; pass --sources of one dataset (biorxiv, or us,uk,ca)")
         url = push_snapshot(results[0].path, args.push_to_hub)
         print(f"published {results[0].path.name} to {url}", file=sys.stderr)
-    if args.json:
-        _print_json(infos)
-    else:
-        for r, info in zip(results, infos):
-            print(f"snapshot {'written' if r.created else 'unchanged'}: {r.path}\n")
-            print(format_info(info) + "\n")
-    return 0
+    return _show(args, infos, lambda: "\n".join(f"snapshot {'written' if r.created else 'unchanged'}: {r.path}\n\n"
+                                                f"{format_info(info)}\n" for r, info in zip(results, infos)))
 
 
 def _refresh_release(args) -> int:
@@ -256,12 +246,9 @@ def cmd_release(args) -> int:
 
     if args.list:
         releases = list_releases(args.home)
-        if args.json:
-            _print_json(releases)
-        for r in [] if args.json else releases:
-            print(f"{r['name']}  {r['created_at'][:10]}  " + ", ".join(f"{s['dataset']}@{s['content_sha256'][:12]}"
-                                                                   for s in r["snapshots"]))
-        return 0
+        return _show(args, releases, lambda: "\n".join(
+            f"{r['name']}  {r['created_at'][:10]}  " + ", ".join(f"{s['dataset']}@{s['content_sha256'][:12]}"
+                                                               for s in r["snapshots"]) for r in releases))
     if not args.name or not args.snapshots:
         raise InputError("lfb release NAME --snapshots SNAP[,SNAP]: name the release (e.g. 2026q4) and its snapshots "
                          "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases")
@@ -272,15 +259,11 @@ def cmd_release(args) -> int:
 
         for url in push_release(release, args.push_to_hub, home=args.home):
             print(f"published {url} (tag {args.name})", file=sys.stderr)
-    if args.json:
-        _print_json(release)
-        return 0
-    print(f"release {args.name} written to {path} (previous: {release['previous'] or 'none'})")
-    for rec in release["snapshots"]:
-        print(f"  {rec['dataset']}@{args.name}: {rec['snapshot']}, {rec['window']['since']}..{rec['window']['until']}, "
-              f"content {rec['content_sha256'][:12]}…")
-    print("changes:\n" + "\n".join(f"  - {c}" for c in release["changes"]))
-    return 0
+    return _show(args, release, lambda: "\n".join(
+        [f"release {args.name} written to {path} (previous: {release['previous'] or 'none'})"]
+        + [f"  {rec['dataset']}@{args.name}: {rec['snapshot']}, {rec['window']['since']}..{rec['window']['until']}, "
+           f"content {rec['content_sha256'][:12]}…" for rec in release["snapshots"]]
+        + ["changes:", *(f"  - {c}" for c in release["changes"])]))
 
 
 # --- methods and eval ----------------------------------------------------------------------------------------
@@ -288,15 +271,13 @@ def cmd_methods(args) -> int:
     from largefedbench.registry import list_methods
 
     rows = [m.to_dict() for m in list_methods()]
-    if args.json:
-        _print_json(rows)
-        return 0
-    print(f"{'name':<20}{'output':<16}{'status':<10}paper")
-    for r in rows:
+
+    def line(r: dict) -> str:
         detail = r["paper"] if r["status"] != "broken" else f"cannot load: {r['error']}"
         src = "" if r["source"] == "built-in" else f" [{r['source']}]"
-        print(f"{r['name']:<20}{r['output'] or '-':<16}{r['status']:<10}{detail}{src}")
-    return 0
+        return f"{r['name']:<20}{r['output'] or '-':<16}{r['status']:<10}{detail}{src}"
+
+    return _show(args, rows, lambda: "\n".join([f"{'name':<20}{'output':<16}{'status':<10}paper", *map(line, rows)]))
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -368,8 +349,7 @@ def cmd_bench_scale(args) -> int:
     log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(f"lfb bench: {msg}", file=sys.stderr))
     report = run_scale(args.clients, args.samples, dim=args.dim, executor=args.executor, ray_address=args.ray_address,
                        seed=args.seed, path=args.path, progress=not args.quiet, log=log)
-    _print_json(report.to_dict()) if args.json else print(format_report(report))
-    return 0
+    return _show(args, report.to_dict(), lambda: format_report(report))
 
 
 def cmd_bench_llm(args) -> int:
@@ -382,8 +362,7 @@ def cmd_bench_llm(args) -> int:
             raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
     report = run_llm_bench(prompts=args.prompts, new_tokens=args.new_tokens, batch_sizes=_batch_sizes(args.batch_sizes),
                            fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, root=args.home, log=log)
-    _print_json(report) if args.json else print(format_table(report))
-    return 0
+    return _show(args, report, lambda: format_table(report))
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -498,10 +477,7 @@ def cmd_leaderboard_reproduce(args) -> int:
         from largefedbench.run.sample import record_reproduction
 
         log(f"record: {record_reproduction(result, args.entry, tolerances=tol, seconds=time.perf_counter() - start)}")
-    if args.json:
-        _print_json(result.to_dict())
-    else:
-        print(result.format())
+    _show(args, result.to_dict(), result.format)
     return 0 if result.ok else 1
 
 
@@ -510,7 +486,7 @@ def cmd_leaderboard_submit(args) -> int:
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb submit: {msg}", file=sys.stderr))
     result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home, log=log)
-    _print_json(result.to_dict()) if args.json else print(result.format())
+    _show(args, result.to_dict(), result.format)
     return 0 if result.ok else 1
 
 
@@ -520,7 +496,7 @@ def cmd_smoke(args) -> int:
     log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
                    seed=args.seed, home=args.home, log=log)
-    _print_json(report.to_dict()) if args.json else print(report.format())
+    _show(args, report.to_dict(), report.format)
     return 0 if report.ok else 1
 
 
@@ -882,6 +858,9 @@ def main(argv: list[str] | None = None) -> int:
     except LfbError as exc:
         print(f"lfb: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lfb methods | head`: the reader left; say nothing more (Python's documented recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback
         from largefedbench.paths import WRITE_ERRNOS, write_error_message
 

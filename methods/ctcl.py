@@ -31,17 +31,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from largefedbench.contract import Artifact, Method
+from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.fedtrain.generator import (
     conditional_prompt,
     generator_update,
     pretrain_on_public,
-    require_private_budget,
 )
+from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
     Buckets,
@@ -207,20 +206,16 @@ def keep_sample(text: str, *, max_word_chars: int = 25, max_repeats: int = 20) -
     return Counter(words).most_common(1)[0][1] <= max_repeats
 
 
-class CTCL(Method):
+class CTCL(DPGeneratorMethod):
     name = "ctcl"
     paper = ("Tan, Xu, Xing, Hu & Wu, 'Synthesizing Privacy-Preserving Text Data via Finetuning without Finetuning "
              "Billion-Scale LLMs', ICML 2025 (CTCL-Topic, CTCL-Generator, DP topic histogram)")
-    output = "synthetic text"
     Config = CTCLConfig
-    needs_span_embeddings = True
 
     def train(self, fed, public, cfg: CTCLConfig, budget) -> Artifact:
-        require_private_budget(budget, self.name)
-        n = fed.n_clients
-        settings = cfg.fedavg(n)
         sigma_h = cfg.histogram_noise_multiplier
-        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        n = fed.n_clients
         topics, public_labels, public_spans = fit_topic_model(public, cfg.n_topics, cfg.n_keywords,
                                                               variance=cfg.topic_pca_variance, seed=public.seed,
                                                               corpus_size=cfg.topic_corpus_size)
@@ -243,10 +238,8 @@ class CTCL(Method):
         history = train_adapter(fed, public, settings, server, sigma, update, desc="ctcl: DP generator",
                                 broadcast=topics.broadcast())
 
-        cohort = fed.everyone()
         votes = lambda chunk: one_hot(topics.client_topics(chunk.embeddings, chunk.owner, len(chunk)), topics.n_topics)  # noqa: E731
-        noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
-                                           broadcast=topics.broadcast()), dtype=np.float64)
+        cohort, noisy = histogram_release(fed, votes, sigma_h, broadcast=topics.broadcast())
         counts = proportional_counts(noisy, cfg.n_synthetic, exact_total=True)
         history.append({"phase": "topic histogram", "round": int(cohort.round), "noise_multiplier": sigma_h,
                         "topics": topics.n_topics, "topics_generated": int((counts > 0).sum())})

@@ -30,17 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from largefedbench.contract import Artifact, Method
+from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.fedtrain.generator import (
     conditional_prompt,
     generator_update,
     lora_generator,
-    require_private_budget,
 )
+from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.synthetic.generation import generate_flat, seed_for
 from largefedbench.synthetic.histograms import (
     fit_buckets,
@@ -126,20 +125,16 @@ class DPResampleConfig:
                         max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam", max_len=self.max_len)
 
 
-class DPInstructionResampling(Method):
+class DPInstructionResampling(DPGeneratorMethod):
     name = "dp-resample"
     paper = ("Yu, Kairouz, Oh & Xu, 'Privacy-Preserving Instructions for Aligning Large Language Models', ICML 2024 "
              "(Alg. 1 DP generator, Alg. 2 resampling with a DP histogram)")
-    output = "synthetic text"
     Config = DPResampleConfig
-    needs_span_embeddings = True
 
     def train(self, fed, public, cfg: DPResampleConfig, budget) -> Artifact:
-        require_private_budget(budget, self.name)
-        n = fed.n_clients
-        settings = cfg.fedavg(n)
         sigma_h = cfg.histogram_noise_multiplier
-        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        n = fed.n_clients
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, attention_only=True)
         server = settings.server(FlatParams(model))
@@ -152,12 +147,9 @@ class DPInstructionResampling(Method):
                               n_init=cfg.kmeans_n_init, max_iter=cfg.kmeans_max_iter)
         labels = buckets.labels
 
-        cohort = fed.everyone()
         k = buckets.n_buckets
         votes = lambda chunk: normalized_votes(buckets.assign(chunk.embeddings), chunk.owner, len(chunk), k)  # noqa: E731
-        noisy = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_h), batched=True,
-                                           broadcast=buckets.broadcast()),
-                           dtype=np.float64)
+        cohort, noisy = histogram_release(fed, votes, sigma_h, broadcast=buckets.broadcast())
 
         counts = resample_counts(noisy, n, cfg.n_synthetic)
         part = 0

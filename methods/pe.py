@@ -218,13 +218,18 @@ class PopulationState:
     survivors: list[str]
 
 
-class PrivateEvolution(Method):
-    name = "pe"
-    paper = PAPER_PE
+class _VotingMethod(Method):
+    """PE and PE+SFT: synthetic text selected by the clients' nearest-neighbour vote histograms."""
+
     output = "synthetic text"
-    Config = PEConfig
     needs_span_embeddings = True
     audit_by_releases = True  # the audit scores canaries against its vote histograms
+
+
+class PrivateEvolution(_VotingMethod):
+    name = "pe"
+    paper = PAPER_PE
+    Config = PEConfig
 
     def train(self, fed, public: PublicResources, cfg: PEConfig, budget) -> Artifact:
         bundle, tok = public.models, public.models.generator_tokenizer
@@ -291,13 +296,10 @@ class PrivateEvolution(Method):
         return artifact
 
 
-class PrivateEvolutionSFT(Method):
+class PrivateEvolutionSFT(_VotingMethod):
     name = "pe-sft"
     paper = PAPER_PE_SFT
-    output = "synthetic text"
     Config = PESFTConfig
-    needs_span_embeddings = True
-    audit_by_releases = True  # the audit scores canaries against its vote histograms
 
     def train(self, fed, public: PublicResources, cfg: PESFTConfig, budget) -> Artifact:
         rounds = GeneratorRounds(fed, public, budget, cfg, n_prompts=cfg.n_synthetic, n_per_prompt=1,

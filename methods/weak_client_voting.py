@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from largefedbench.contract import Artifact, Method
+from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
 from largefedbench.fedtrain.generator import (
     conditional_prompt,
@@ -48,9 +48,9 @@ from largefedbench.fedtrain.generator import (
     lora_generator,
     require_private_budget,
 )
+from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
-from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.rounds import releases_of
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (
@@ -174,25 +174,22 @@ def strong_clients(n_clients: int, fraction: float, rng: np.random.Generator) ->
     return mask
 
 
-class WeakClientVoting(Method):
+class WeakClientVoting(DPGeneratorMethod):
     name = "weak-client-voting"
     paper = ("Wang, Gounley & Hanson, 'Resource-Adaptive Federated Text Generation with Differential Privacy', "
              "DATA-FM @ ICLR 2026 (strong clients fine-tune, weak clients vote within control codes)")
-    output = "synthetic text"
     Config = WeakClientVotingConfig
-    needs_span_embeddings = True
 
     def train(self, fed, public, cfg: WeakClientVotingConfig, budget) -> Artifact:
-        require_private_budget(budget, self.name)
+        require_private_budget(budget, self.name)  # before its ε is split into the two histograms' σ
         n = fed.n_clients
-        settings = cfg.fedavg(n)
         third = budget.delta / 3
         sigma_prof = analytic_gaussian_sigma(budget.epsilon * cfg.profile_budget_share, third)
         sigma_vote = analytic_gaussian_sigma(budget.epsilon * cfg.vote_budget_share, third)
         q = cfg.strong_sample_rate
 
-        sigma = settings.calibrate(budget, n, PoissonGaussianEvent(sigma_prof, 1.0, 1),
-                                   PoissonGaussianEvent(sigma_vote, 1.0, 1), rate=q)
+        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_prof, 1.0, 1),
+                                             PoissonGaussianEvent(sigma_vote, 1.0, 1), rate=q)
         codes = code_set(public.public)
         strong = strong_clients(n, cfg.strong_fraction, public.rng(0x57))  # public, by federation position
         strong_ids = frozenset(np.asarray(fed.client_ids, dtype=object)[strong].tolist())
@@ -212,9 +209,8 @@ class WeakClientVoting(Method):
         for record in history:  # the exact number of strong clients in a Poisson cohort is not released
             record["expected_strong_clients"] = round(float(q * strong.sum()), 6)
 
-        cohort = fed.everyone()
-        noisy_profile = np.asarray(fed.private_sum(cohort, lambda chunk: one_hot(own_codes(chunk, codes), len(codes)),
-                                                   clip=1.0, mechanism=Gaussian(sigma_prof), batched=True))
+        cohort, noisy_profile = histogram_release(fed, lambda chunk: one_hot(own_codes(chunk, codes), len(codes)),
+                                                  sigma_prof)
         per_code = proportional_counts(noisy_profile, cfg.n_generated)
         history.append({"phase": "profile", "round": int(cohort.round), "noise_multiplier": sigma_prof,
                         "codes": len(codes), "generated": int(per_code.sum()),
@@ -232,10 +228,8 @@ class WeakClientVoting(Method):
         pool_codes_arr = np.asarray(pool_codes, dtype=np.int64)
         pool_emb = embed(pool, public.models.embedder)
 
-        cohort = fed.everyone()
         votes = WeakVotes(codes, strong_ids, pool_emb, pool_codes_arr, cfg.votes_per_sample)
-        noisy_votes = np.asarray(fed.private_sum(cohort, votes, clip=1.0, mechanism=Gaussian(sigma_vote), batched=True,
-                                                 broadcast=pool_emb))
+        cohort, noisy_votes = histogram_release(fed, votes, sigma_vote, broadcast=pool_emb)
         rng = public.rng(0xA4)
         chosen: list[int] = []
         for j in np.unique(pool_codes_arr):

@@ -418,14 +418,21 @@ class _Reader:
             return f"{self.subject_title}: {self.qualifier}" if self.qualifier else self.subject_title
         return self.order_title or "House of Commons Debates"
 
-    def walk(self, el: etree._Element) -> None:
+    def children(self, el: etree._Element) -> Iterator[tuple[etree._Element, str]]:
+        """``el``'s element children with their tags, skipping comments and _SKIP; a FloorLanguage child is read here
+        (it changes the language of what follows) and not yielded."""
         for child in el:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIP:
                 continue
             if tag == "FloorLanguage":
                 self.language = _language(child.get("language")) or self.language
-            elif tag == "OrderOfBusinessTitle":
+            else:
+                yield child, tag
+
+    def walk(self, el: etree._Element) -> None:
+        for child, tag in self.children(el):
+            if tag == "OrderOfBusinessTitle":
                 self.order_title, self.subject_title, self.qualifier = text_of(child), "", ""
             elif tag == "SubjectOfBusinessTitle":
                 self.subject_title, self.qualifier = text_of(child), ""
@@ -444,13 +451,8 @@ class _Reader:
 
     def items(self, el: etree._Element) -> Iterator[tuple[etree._Element, str | None]]:
         """The paragraphs of an intervention's content in order, each with the floor language in force."""
-        for child in el:
-            tag = child.tag
-            if not isinstance(tag, str) or tag in _SKIP:
-                continue
-            if tag == "FloorLanguage":
-                self.language = _language(child.get("language")) or self.language
-            elif tag == "ParaText":
+        for child, tag in self.children(el):
+            if tag == "ParaText":
                 yield child, self.language
             else:
                 yield from self.items(child)

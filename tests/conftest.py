@@ -106,6 +106,35 @@ def public_for(tiny, run_dir, cls=None):
                                     validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
 
 
+def embedded_federation(fd, bundle, seed: int = 0):
+    """The train clients of ``fd`` as a Federation seeded ``seed``, carrying ``bundle``'s span embeddings (what a
+    method with ``needs_span_embeddings`` is given)."""
+    import numpy as np
+
+    from largefedbench.federation import Federation, SpanEmbeddings
+
+    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
+    return Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
+
+
+def federation_and_public(tiny, run_dir, seed: int = 0, resources=None):
+    """(fed, public) for an end-to-end run on ``tiny`` (the ``tiny`` or ``cpu_llm`` fixture's (fd, bundle, root)):
+    :func:`embedded_federation` and PublicResources (or the subclass ``resources``, e.g. :func:`killed_after`'s),
+    both seeded ``seed``, checkpointing under ``run_dir``, no progress bars."""
+    from largefedbench.contract import PublicResources
+
+    fd, bundle, _ = tiny
+    fed = embedded_federation(fd, bundle, seed)
+    return fed, (resources or PublicResources)(fd=fd, models=bundle, seed=seed, run_dir=run_dir, progress=False)
+
+
+def train_end_to_end(tiny, run_dir, method, cfg, budget, seed: int = 0, resources=None):
+    """(fed, artifact): ``method`` trained with ``cfg`` and ``budget`` on :func:`federation_and_public`'s pair."""
+    fed, public = federation_and_public(tiny, run_dir, seed, resources)
+    return fed, method.train(fed, public, cfg, budget)
+
+
 def subset(tiny, n: int):
     """The first ``n`` train clients of the ``tiny`` snapshot as their own split (a small federation for cheap runs)."""
     from largefedbench.data.federated import ClientSplit

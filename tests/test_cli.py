@@ -355,3 +355,12 @@ def test_refresh_of_a_window_without_records_writes_nothing_and_fails(lfb_home):
     assert out.returncode == 2 and "no biorxiv record is dated inside the window 2024-11-01..2024-11-30" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (lfb_home / "snapshots").exists() or list((lfb_home / "snapshots").iterdir()) == []
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`lfb methods | head -1`: the pipe closes before lfb writes; lfb ends quietly with 141 (128 + SIGPIPE)."""
+    proc = subprocess.Popen([LFB, "methods"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before the command has imported anything, so its first write finds no reader
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err

@@ -4,42 +4,13 @@ Artifact, PublicResources (public data, seeded streams, checkpoints for resume) 
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pytest
+from echo_method import Echo, EchoConfig
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_from_overrides, config_to_dict
 from largefedbench.errors import InputError, MethodError
-
-
-@dataclass(frozen=True)
-class EchoConfig:
-    n: int = 100
-    lr: float = 0.5
-    clip: float = math.inf
-    scoring: Literal["cosine", "l2"] = "cosine"
-    shuffle: bool = False
-    sizes: tuple[int, ...] = (1, 2)
-    label: str | None = None
-
-    @classmethod
-    def tiny(cls) -> EchoConfig:
-        return cls(n=2)
-
-
-class Echo(Method):
-    """Returns the first n public texts as its synthetic text (a test double)."""
-
-    name = "echo"
-    paper = "none (test double)"
-    output = "synthetic text"
-    Config = EchoConfig
-
-    def train(self, fed, public, cfg, budget):
-        return Artifact.synthetic(public.public_texts()[: cfg.n], n=cfg.n)
 
 
 class FakeSplit:

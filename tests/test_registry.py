@@ -3,10 +3,12 @@ entry-point plug-ins, and the contract check that refuses a broken class when it
 
 from __future__ import annotations
 
+import inspect
 import sys
 import textwrap
 from importlib.metadata import EntryPoint
 
+import echo_method
 import pytest
 
 from largefedbench import registry
@@ -17,31 +19,8 @@ from largefedbench.run.eval import EvalRequest, prepare
 
 PLUGINS = "lfb_test_dummy_methods"
 
-SOURCE = textwrap.dedent('''
-    from dataclasses import dataclass
-
-    from largefedbench.contract import Artifact, Method
-
-
-    @dataclass(frozen=True)
-    class EchoConfig:
-        n: int = 100
-
-        @classmethod
-        def tiny(cls):
-            return cls(n=2)
-
-
-    class Echo(Method):
-        """Returns the first n public texts as its synthetic text (a test double, not a private method)."""
-
-        name = "echo"
-        paper = "none (test double)"
-        output = "synthetic text"
-        Config = EchoConfig
-
-        def train(self, fed, public, cfg, budget):
-            return Artifact.synthetic(public.public_texts()[: cfg.n], n=cfg.n)
+# the plug-in module: Echo (tests/echo_method.py) and, after it, the classes the contract check refuses
+SOURCE = inspect.getsource(echo_method) + textwrap.dedent('''
 
 
     class NotAMethod:

@@ -1,8 +1,5 @@
-"""The model bundle: everything a method and the harness need from a profile, loaded for one snapshot.
-
->>> bundle = load_models("tiny", load_snapshot("demo"))      # offline; builds the tiny models once per snapshot
->>> model = bundle.new_downstream()                          # the eps=0 public checkpoint, a fresh copy
-"""
+"""The model bundle: everything a method and the harness need from a profile, loaded for one snapshot
+(:func:`load_models`; the package docstring shows it in use)."""
 
 from __future__ import annotations
 

@@ -186,6 +186,11 @@ class ModelProfile:
         }
 
 
+_PAPER_MODELS = dict(embedder=HubModel("sentence-transformers/all-MiniLM-L6-v2"), downstream=HubModel("distilgpt2"),
+                     tokenizer=HubModel("distilgpt2"), span_tokenizer="gpt2", public="c4")
+"""The paper's embedder, downstream DistilGPT2 with its tokenizer, GPT-2 spans and C4 public resources: the paper and
+small profiles share them, so their accuracies compare."""
+
 PAPER = ModelProfile(
     name="paper",
     description=(
@@ -196,12 +201,8 @@ PAPER = ModelProfile(
         "gated) and a GPU."
     ),
     generator=HubModel("meta-llama/Meta-Llama-3-8B"),
-    embedder=HubModel("sentence-transformers/all-MiniLM-L6-v2"),
-    downstream=HubModel("distilgpt2"),
-    tokenizer=HubModel("distilgpt2"),
-    span_tokenizer="gpt2",
     downstream_training=DownstreamTraining(lr=2e-4, batch_size=160, epochs=80, max_len=64),
-    public="c4",
+    **_PAPER_MODELS,
 )
 """The POPri paper's profile. Downstream defaults from App. B.1 (the reference code's first commit adds
 gradient accumulation 40; the paper states batch 160, which is what we use)."""
@@ -215,12 +216,8 @@ SMALL = ModelProfile(
         "POPri reference README's quick setting (batch 32, lr 2e-4, 10 epochs, max length 64)."
     ),
     generator=HubModel("Qwen/Qwen2.5-0.5B"),
-    embedder=HubModel("sentence-transformers/all-MiniLM-L6-v2"),
-    downstream=HubModel("distilgpt2"),
-    tokenizer=HubModel("distilgpt2"),
-    span_tokenizer="gpt2",
     downstream_training=DownstreamTraining(lr=2e-4, batch_size=32, epochs=10, max_len=64),
-    public="c4",
+    **_PAPER_MODELS,
 )
 """Why Qwen2.5-0.5B: the smallest widely used *base* (not instruction-tuned, like the paper's LLaMA-3-8B) open
 LLM with a permissive licence and no gating, trained on 18T tokens so its few-shot continuations are fluent.

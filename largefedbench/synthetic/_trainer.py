@@ -23,7 +23,8 @@ import torch
 
 from largefedbench.models.precision import train_in_bf16
 
-__all__ = ["base_training_args", "output_folder", "preserved_rng", "quiet_datasets", "restored_forward", "silence_trainer"]
+__all__ = ["base_training_args", "log_series", "output_folder", "preserved_rng", "quiet_datasets", "restored_forward",
+           "silence_trainer", "trainer_run"]
 
 
 def base_training_args(*, lr: float, epochs: int, batch_size: int, seed: int, progress: bool, output_dir: str,
@@ -101,6 +102,15 @@ def quiet_datasets(progress: bool) -> Iterator[None]:
             os.environ.pop("TQDM_DISABLE", None)
         else:
             os.environ["TQDM_DISABLE"] = before
+
+
+@contextlib.contextmanager
+def trainer_run(model, progress: bool, output_dir: str | Path | None) -> Iterator[str]:
+    """Everything a TRL trainer run needs around it, as one ``with``: the global RNG states restored afterwards, the
+    model's ``forward`` restored (the trainer wraps it), datasets' progress bars quiet unless ``progress``, and the
+    trainer's output folder (``output_dir`` or a temporary one), which it yields."""
+    with preserved_rng(), restored_forward(model), quiet_datasets(progress), output_folder(output_dir) as out:
+        yield out
 
 
 def silence_trainer(trainer, progress: bool) -> None:

@@ -30,15 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from largefedbench.errors import InputError
-from largefedbench.synthetic._trainer import (
-    base_training_args,
-    log_series,
-    output_folder,
-    preserved_rng,
-    quiet_datasets,
-    restored_forward,
-    silence_trainer,
-)
+from largefedbench.synthetic._trainer import base_training_args, log_series, silence_trainer, trainer_run
 from largefedbench.synthetic.generation import context_length
 from largefedbench.synthetic.lora import is_lora_model
 from largefedbench.timing import timed
@@ -134,7 +126,7 @@ def dpo_update(
     max_length = int(max_length or context_length(model))
     prompts = fit_prompts(tokenizer, prompts, [chosen, rejected], max_length)
     start = time.perf_counter()
-    with preserved_rng(), restored_forward(model), quiet_datasets(progress), output_folder(output_dir) as out:
+    with trainer_run(model, progress, output_dir) as out:
         args = DPOConfig(
             **base_training_args(lr=lr, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress, output_dir=out,
                                  gradient_accumulation_steps=gradient_accumulation_steps, bf16=bf16),

@@ -22,7 +22,7 @@ here).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -230,27 +230,15 @@ def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, t
     return torch.stack(steps, dim=1).tolist()
 
 
-def generate(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    *,
-    n_per_prompt: int = 1,
-    max_new_tokens: int = 64,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    batch_size: int = 32,
-    seed: int = 0,
-    progress: bool = False,
-    desc: str = "generating",
-    stop: Sequence[str] = STOP,
-) -> list[list[str]]:
+def generate(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: int = 1, stop: Sequence[str] = STOP,
+             **sampling: Any) -> list[list[str]]:
     """``n_per_prompt`` cleaned continuations of each prompt: ``result[i][j]`` is the j-th sample of prompt i.
 
-    ``temperature=0`` decodes greedily. ``stop=()`` keeps text after "Orig…" (for prompts of another shape).
+    ``sampling`` takes :func:`generate_ids`'s keywords (``max_new_tokens``, ``temperature`` — 0 decodes greedily —,
+    ``top_p``, ``batch_size``, ``seed``, ``progress``, ``desc``, ``dtype``). ``stop=()`` keeps text after "Orig…" (for
+    prompts of another shape).
     """
-    ids = generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=max_new_tokens,
-                       temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed, progress=progress, desc=desc)
+    ids = generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, **sampling)
     texts = decode_continuations(tokenizer, ids, stop=stop)
     return [texts[i * n_per_prompt : (i + 1) * n_per_prompt] for i in range(len(prompts))]
 

@@ -14,15 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from largefedbench.errors import InputError
-from largefedbench.synthetic._trainer import (
-    base_training_args,
-    log_series,
-    output_folder,
-    preserved_rng,
-    quiet_datasets,
-    restored_forward,
-    silence_trainer,
-)
+from largefedbench.synthetic._trainer import base_training_args, log_series, silence_trainer, trainer_run
 from largefedbench.synthetic.dpo import fit_prompts
 from largefedbench.synthetic.generation import context_length
 from largefedbench.timing import timed
@@ -63,7 +55,7 @@ def sft_update(
     else:
         data = Dataset.from_dict({"text": texts})
     start = time.perf_counter()
-    with preserved_rng(), restored_forward(model), quiet_datasets(progress), output_folder(output_dir) as out:
+    with trainer_run(model, progress, output_dir) as out:
         args = SFTConfig(
             **base_training_args(lr=lr, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress, output_dir=out),
             max_length=max_length, packing=False, completion_only_loss=prompts is not None,

@@ -20,41 +20,53 @@ def task(tiny):
     return bundle.new_downstream(), bundle.tokenizer, fd.test.all_spans()[:N_TEXTS]
 
 
+def token_ids(tokenizer, text, max_len: int) -> list[int]:
+    """What the metric scores of one text (spec item 12): BOS, its tokens, EOS, cut at max_len."""
+    ids = [tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return ids[:max_len]
+
+
+class Tally:
+    """Top-1/3/5 hits, scored positions and summed loss; :meth:`result` is the metric's dict (means per position)."""
+
+    def __init__(self):
+        self.hits, self.n, self.loss = {1: 0, 3: 0, 5: 0}, 0, 0.0
+
+    def result(self) -> dict[str, float]:
+        return {f"top{k}": h / self.n for k, h in self.hits.items()} | {"n_tokens": self.n, "loss": self.loss / self.n}
+
+
 @torch.inference_mode()
 def naive_accuracy(model, tokenizer, texts, max_len: int = 64) -> dict[str, float]:
     """The naive loop: one text per forward pass (no padding), its positions scored together."""
-    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    hits = {1: 0, 3: 0, 5: 0}
-    n, loss = 0, 0.0
+    tally = Tally()
     for text in texts:
-        ids = torch.tensor([([bos] + tokenizer.encode(text, add_special_tokens=False) + [eos])[:max_len]])
+        ids = torch.tensor([token_ids(tokenizer, text, max_len)])
         logits = model(input_ids=ids).logits[0, :-1]
         targets = ids[0, 1:]
         top = logits.topk(5, dim=-1).indices == targets[:, None]
-        for k in hits:
-            hits[k] += int(top[:, :k].any(dim=-1).sum())
-        loss += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
-        n += len(targets)
-    return {"top1": hits[1] / n, "top3": hits[3] / n, "top5": hits[5] / n, "n_tokens": n, "loss": loss / n}
+        for k in tally.hits:
+            tally.hits[k] += int(top[:, :k].any(dim=-1).sum())
+        tally.loss += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+        tally.n += len(targets)
+    return tally.result()
 
 
 @torch.inference_mode()
 def plain_definition(model, tokenizer, texts, max_len: int = 64) -> dict[str, float]:
     """Spec item 12 written out plainly: one text, one forward pass, then position by position."""
-    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    hits = {1: 0, 3: 0, 5: 0}
-    n, loss = 0, 0.0
+    tally = Tally()
     for text in texts:
-        ids = ([bos] + tokenizer.encode(text, add_special_tokens=False) + [eos])[:max_len]
+        ids = token_ids(tokenizer, text, max_len)
         logits = model(input_ids=torch.tensor([ids])).logits[0]
         for t in range(len(ids) - 1):
             target = ids[t + 1]
             order = torch.argsort(logits[t], descending=True).tolist()
-            for k in hits:
-                hits[k] += target in order[:k]
-            loss += float(torch.logsumexp(logits[t], 0) - logits[t, target])
-            n += 1
-    return {"top1": hits[1] / n, "top3": hits[3] / n, "top5": hits[5] / n, "n_tokens": n, "loss": loss / n}
+            for k in tally.hits:
+                tally.hits[k] += target in order[:k]
+            tally.loss += float(torch.logsumexp(logits[t], 0) - logits[t, target])
+            tally.n += 1
+    return tally.result()
 
 
 @pytest.fixture(scope="module")

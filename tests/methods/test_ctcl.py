@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import train_end_to_end
 
-from largefedbench.contract import PublicResources
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.ctcl import (
     CTCL,
     CTCLConfig,
@@ -16,6 +15,8 @@ from largefedbench.methods.ctcl import (
 )
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
 from largefedbench.synthetic.histograms import fit_buckets
+
+BUDGET = PrivacyBudget(4.0, 1e-5)
 
 
 def test_ctfidf_keywords_rank_topic_specific_words_first():
@@ -48,22 +49,16 @@ def test_client_topic_is_the_nearest_centroid_of_its_mean_span():
 
 @pytest.mark.slow
 def test_ctcl_end_to_end(tiny, tmp_path):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
-    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     cfg = CTCLConfig.tiny()
-    budget = PrivacyBudget(4.0, 1e-5)
-    art = CTCL().train(fed, public, cfg, budget)
+    fed, art = train_end_to_end(tiny, tmp_path, CTCL(), cfg, BUDGET)
     info = art.info
 
     planned = (PoissonGaussianEvent(info["noise_multiplier"], info["sample_rate"], cfg.dp_steps),
                PoissonGaussianEvent(cfg.histogram_noise_multiplier, 1.0, 1))
     assert fed.ledger.events == planned
-    eps = fed.ledger.epsilon(budget.delta)
-    assert 0.97 * budget.epsilon < eps <= budget.epsilon + 1e-6
-    assert eps == pytest.approx(epsilon_of(list(planned), budget.delta), rel=1e-9)
+    eps = fed.ledger.epsilon(BUDGET.delta)
+    assert 0.97 * BUDGET.epsilon < eps <= BUDGET.epsilon + 1e-6
+    assert eps == pytest.approx(epsilon_of(list(planned), BUDGET.delta), rel=1e-9)
 
     counts = np.asarray(info["generation_counts"])
     assert counts.sum() == cfg.n_synthetic and info["generated"] == cfg.n_synthetic

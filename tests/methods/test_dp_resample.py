@@ -6,21 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import train_end_to_end
 
-from largefedbench.contract import PublicResources
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
 
 pytestmark = pytest.mark.slow
 
-
-def _setup(tiny, tmp_path, seed: int = 0):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
-    public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=tmp_path, progress=False)
-    return fed, public
+BUDGET = PrivacyBudget(4.0, 1e-5)
 
 
 def test_dp_resample_end_to_end_spends_exactly_the_planned_budget(tiny, tmp_path):
@@ -29,20 +21,18 @@ def test_dp_resample_end_to_end_spends_exactly_the_planned_budget(tiny, tmp_path
         DPResampleConfig,
     )
 
-    fed, public = _setup(tiny, tmp_path)
-    budget = PrivacyBudget(4.0, 1e-5)
     cfg = DPResampleConfig.tiny()
-    art = DPInstructionResampling().train(fed, public, cfg, budget)
+    fed, art = train_end_to_end(tiny, tmp_path, DPInstructionResampling(), cfg, BUDGET)
 
     info = art.info
     assert art.kind == "synthetic text" and len(art.texts) >= cfg.n_synthetic // 2
     planned = (PoissonGaussianEvent(info["noise_multiplier"], info["sample_rate"], info["rounds"]),
                PoissonGaussianEvent(cfg.histogram_noise_multiplier, 1.0, 1))
     assert fed.ledger.events == planned
-    eps = fed.ledger.epsilon(budget.delta)
-    assert eps <= budget.epsilon + 1e-6
-    assert eps == pytest.approx(epsilon_of(list(planned), budget.delta), rel=1e-9)
-    assert eps > 0.97 * budget.epsilon  # the calibration spends the budget, it does not waste it
+    eps = fed.ledger.epsilon(BUDGET.delta)
+    assert eps <= BUDGET.epsilon + 1e-6
+    assert eps == pytest.approx(epsilon_of(list(planned), BUDGET.delta), rel=1e-9)
+    assert eps > 0.97 * BUDGET.epsilon  # the calibration spends the budget, it does not waste it
 
     # the resampled set follows the released histogram: ceil(T * h/N) per bucket
     counts = np.asarray(info["resample_counts"])
@@ -60,11 +50,10 @@ def test_dp_resample_grows_the_pool_when_buckets_are_short(tiny, tmp_path):
         DPResampleConfig,
     )
 
-    fed, public = _setup(tiny, tmp_path)
     # a target far above the pool: every bucket is short, the pool grows to its cap, then replacement sampling
     cfg = dataclasses.replace(DPResampleConfig.tiny(), epochs=0.07, pool_size=60, pool_growth=30, max_pool_size=90,
                               n_buckets=4, n_synthetic=400)
-    art = DPInstructionResampling().train(fed, public, cfg, PrivacyBudget(8.0, 1e-5))
+    _, art = train_end_to_end(tiny, tmp_path, DPInstructionResampling(), cfg, PrivacyBudget(8.0, 1e-5))
     assert art.info["pool_growth_steps"] >= 1 and art.info["pool"] > 60
     assert art.info["buckets_sampled_with_replacement"] >= 1
     assert len(art.texts) == sum(art.info["resample_counts"]) >= 400

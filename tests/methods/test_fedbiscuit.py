@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import federation_and_public, train_end_to_end
 
-from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.federation import Federation
 from largefedbench.methods.fedbiscuit import (
     FedBis,
     FedBisConfig,
@@ -28,6 +28,8 @@ from largefedbench.methods.fedbiscuit import (
     private_grouping,
 )
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, epsilon_of
+
+BUDGET = PrivacyBudget(4.0, 1e-5)
 
 
 def reference_check_and_grouping(losses: np.ndarray, senders: list[int]) -> dict[int, list[int]]:
@@ -158,15 +160,6 @@ def test_paper_schedule_and_plan_follow_algorithm_1():
     assert FedBis().plan(FedBisConfig(), 53, 1.0, 0.0)[0].steps == 500
 
 
-def _setup(tiny, tmp_path, seed: int = 0):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
-    public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=tmp_path, progress=False)
-    return fed, public
-
-
 def _check_ledger(method, cfg, fed, info, budget):
     planned = PrivacyLedger(method.plan(cfg, fed.n_clients, info["noise_multiplier"], info["grouping_noise_multiplier"] or 0.0))
     assert fed.ledger.events == planned.events
@@ -177,12 +170,10 @@ def _check_ledger(method, cfg, fed, info, budget):
 
 @pytest.mark.slow
 def test_fedbis_end_to_end(tiny, tmp_path):
-    fed, public = _setup(tiny, tmp_path)
     cfg = FedBisConfig.tiny()
-    budget = PrivacyBudget(4.0, 1e-5)
-    art = FedBis().train(fed, public, cfg, budget)
+    fed, art = train_end_to_end(tiny, tmp_path, FedBis(), cfg, BUDGET)
     assert art.kind == "synthetic text" and len(art.texts) >= 0.8 * cfg.n_synthetic
-    _check_ledger(FedBis(), cfg, fed, art.info, budget)
+    _check_ledger(FedBis(), cfg, fed, art.info, BUDGET)
     assert art.info["selectors"] == 1 and art.info["dpo_pairs"] > 0 and art.info["dpo"]["steps"] >= 1
     assert [h["phase"] for h in art.history] == ["selector"] * cfg.rounds + ["dpo"]
 
@@ -203,14 +194,13 @@ class _Unnested(Federation):
 
 @pytest.mark.slow
 def test_fedbiscuit_end_to_end_with_private_grouping(tiny, tmp_path):
-    fed, public = _setup(tiny, tmp_path)
+    fed, public = federation_and_public(tiny, tmp_path)
     fed.__class__ = _Unnested  # one flat release per round and per regrouping: client seconds counted once
     cfg = FedBiscuitConfig.tiny()
-    budget = PrivacyBudget(4.0, 1e-5)
-    art = FedBiscuit().train(fed, public, cfg, budget)
+    art = FedBiscuit().train(fed, public, cfg, BUDGET)
     assert fed.n_releases == len(cfg.schedule()) == len(fed.releases)
     assert len(art.texts) >= 0.8 * cfg.n_synthetic and art.info["selectors"] == 3
-    _check_ledger(FedBiscuit(), cfg, fed, art.info, budget)
+    _check_ledger(FedBiscuit(), cfg, fed, art.info, BUDGET)
     phases = [h["phase"] for h in art.history]
     assert phases == ["warmup"] * 3 + ["group", "train", "train", "group", "train", "train", "dpo"]
     sizes = art.history[3]["group_sizes"]

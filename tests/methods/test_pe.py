@@ -6,11 +6,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import Killed, killed_after
+from conftest import Killed, killed_after, train_end_to_end
 from timing_free import without_timing
 
-from largefedbench.contract import PublicResources
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.pe import PEConfig, PESFTConfig, PrivateEvolution, select, vote_threshold
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
@@ -53,13 +51,8 @@ def test_threshold_scales_with_the_noise_so_noise_only_candidates_are_dropped_at
     assert (noisy[2:] > h).mean() == pytest.approx(0.258, abs=0.015)
 
 
-def run(tiny, run_dir, cfg, resources=PublicResources):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=2, embeddings=SpanEmbeddings(vectors, offsets))
-    public = resources(fd=fd, models=bundle, seed=2, run_dir=run_dir, progress=False)
-    return fed, PrivateEvolution().train(fed, public, cfg, BUDGET)
+def run(tiny, run_dir, cfg, resources=None):
+    return train_end_to_end(tiny, run_dir, PrivateEvolution(), cfg, BUDGET, seed=2, resources=resources)
 
 
 @pytest.mark.slow

@@ -8,12 +8,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import Killed, killed_after
+from conftest import Killed, killed_after, train_end_to_end
 from timing_free import without_timing
 
-from largefedbench.contract import PublicResources
 from largefedbench.errors import InputError
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.popri import POPri, POPriConfig
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
@@ -23,13 +21,8 @@ BUDGET = PrivacyBudget(1.0, 3e-6)
 SMALL = {"rounds": 2, "n_prompts": 6, "n_per_prompt": 4, "rejected_rank": 3, "n_final": 12, "dpo_batch_size": 6}
 
 
-def run(tiny, run_dir, cfg, resources=PublicResources):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=3, embeddings=SpanEmbeddings(vectors, offsets))
-    public = resources(fd=fd, models=bundle, seed=3, run_dir=run_dir, progress=False)
-    return fed, POPri().train(fed, public, cfg, BUDGET)
+def run(tiny, run_dir, cfg, resources=None):
+    return train_end_to_end(tiny, run_dir, POPri(), cfg, BUDGET, seed=3, resources=resources)
 
 
 def test_defaults_are_the_papers():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import train_end_to_end
 
 from largefedbench.client_views import ClientStore, chunk_view
-from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
-from largefedbench.federation import Federation, SpanEmbeddings
+from largefedbench.federation import SpanEmbeddings
 from largefedbench.methods.weak_client_voting import (
     OTHER,
     WeakClientVoting,
@@ -26,6 +26,8 @@ from largefedbench.privacy import (
     analytic_gaussian_sigma,
     epsilon_of,
 )
+
+BUDGET = PrivacyBudget(4.0, 1e-5)
 
 
 def test_control_codes_follow_the_record_kind():
@@ -80,14 +82,8 @@ def test_weak_votes_read_codes_on_the_clients_and_skip_strong_clients():
 
 @pytest.mark.slow
 def test_weak_client_voting_end_to_end(tiny, tmp_path):
-    fd, bundle, _ = tiny
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    fed = Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
-    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
     cfg = WeakClientVotingConfig.tiny()
-    budget = PrivacyBudget(4.0, 1e-5)
-    art = WeakClientVoting().train(fed, public, cfg, budget)
+    fed, art = train_end_to_end(tiny, tmp_path, WeakClientVoting(), cfg, BUDGET)
     info = art.info
 
     sp = analytic_gaussian_sigma(4.0 * cfg.profile_budget_share, 1e-5 / 3)
@@ -96,9 +92,9 @@ def test_weak_client_voting_end_to_end(tiny, tmp_path):
     planned = PrivacyLedger([PoissonGaussianEvent(info["noise_multiplier"], cfg.strong_sample_rate, cfg.rounds),
                              PoissonGaussianEvent(sp, 1.0, 1), PoissonGaussianEvent(sv, 1.0, 1)])
     assert fed.ledger.events == planned.events
-    eps = fed.ledger.epsilon(budget.delta)
-    assert 0.97 * budget.epsilon < eps <= budget.epsilon + 1e-6
-    assert eps == pytest.approx(epsilon_of(list(planned.events), budget.delta), rel=1e-9)
+    eps = fed.ledger.epsilon(BUDGET.delta)
+    assert 0.97 * BUDGET.epsilon < eps <= BUDGET.epsilon + 1e-6
+    assert eps == pytest.approx(epsilon_of(list(planned.events), BUDGET.delta), rel=1e-9)
 
     assert info["strong_clients"] == round(0.1 * fed.n_clients)
     assert sum(info["generated_per_code"]) in range(cfg.n_generated - len(info["codes"]), cfg.n_generated + len(info["codes"]))

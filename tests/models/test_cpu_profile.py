@@ -9,10 +9,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from conftest import train_end_to_end
 
-from largefedbench.contract import PublicResources
 from largefedbench.errors import LfbError
-from largefedbench.federation import Federation, SpanEmbeddings
 from largefedbench.methods.pe import PrivateEvolution as PE
 from largefedbench.methods.popri import POPri
 from largefedbench.models.gguf import locate_gguf, prepare_gguf_model
@@ -85,12 +84,6 @@ def test_lora_targets_the_llama_projections_and_a_dpo_step_changes_the_adapter(c
     assert any(not torch.equal(before[k], after[k]) for k in before if "lora_B" in k)
 
 
-def _federation(fd, bundle):
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
-    offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    return Federation(fd.train, seed=0, embeddings=SpanEmbeddings(vectors, offsets))
-
-
 TINY_TEXT = {"max_new_tokens": 8, "n_final": 4, "generation_batch_size": 8}
 
 
@@ -103,13 +96,10 @@ def _starts_like_public(texts, bundle, words=4):
 
 
 def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
-    fd, bundle, _ = cpu_llm
     cfg = dataclasses.replace(POPri.Config.cpu(), rounds=1, n_prompts=2, n_per_prompt=3, rejected_rank=2,
                               dpo_epochs=1, dpo_batch_size=2, **TINY_TEXT)
     assert cfg.prompt_format == "instruction"
-    fed = _federation(fd, bundle)
-    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
-    artifact = POPri().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
+    fed, artifact = train_end_to_end(cpu_llm, tmp_path, POPri(), cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
     # the samples are SmolLM2's answers alone: no chat markup, no echo of the request
     assert all(t and "<|im_" not in t and cfg.instruction not in t for t in artifact.texts)
@@ -117,11 +107,9 @@ def test_one_popri_round_with_the_real_llm(cpu_llm, tmp_path):
 
 
 def test_one_pe_round_with_the_real_llm(cpu_llm, tmp_path):
-    fd, bundle, _ = cpu_llm
+    bundle = cpu_llm[1]
     cfg = dataclasses.replace(PE.Config.cpu(), rounds=1, n_synthetic=4, min_output_words=1, **TINY_TEXT)
-    fed = _federation(fd, bundle)
-    public = PublicResources(fd=fd, models=bundle, seed=0, run_dir=tmp_path, progress=False)
-    artifact = PE().train(fed, public, cfg, PrivacyBudget(4.0, 3e-6))
+    fed, artifact = train_end_to_end(cpu_llm, tmp_path, PE(), cfg, PrivacyBudget(4.0, 3e-6))
     assert artifact.kind == "synthetic text" and 0 < len(artifact.texts) <= 4
     assert _starts_like_public(artifact.texts, bundle)  # the expansion continues the survivors' first words
     assert 0 < fed.ledger.epsilon(3e-6) <= 4.0
