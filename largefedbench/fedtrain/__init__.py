@@ -24,10 +24,12 @@ from largefedbench.fedtrain.fedavg import (
 )
 from largefedbench.fedtrain.flat import FlatParams
 from largefedbench.fedtrain.local_sgd import (
+           BATCH_ROWS,
            LMExample,
            LocalSGD,
            lm_examples,
            lm_loss,
+           lm_row_losses,
            local_steps,
            local_updates,
            per_client,
@@ -40,7 +42,7 @@ from largefedbench.fedtrain.model_update import (
 )
 from largefedbench.fedtrain.server import ServerOptimizer, ServerState, ftrl_weights
 
-__all__ = ["CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams",
+__all__ = ["BATCH_ROWS", "CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams",
            "LMExample", "LocalSGD", "ModelUpdate", "Release", "Server", "ServerOptimizer", "ServerState",
-           "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "local_steps", "local_updates", "per_client",
+           "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "lm_row_losses", "local_steps", "local_updates", "per_client",
            "record_update_norms", "release_round", "run_round", "train_adapter", "train_rounds"]

@@ -18,7 +18,7 @@ import torch
 from largefedbench.errors import InputError, MethodError
 from largefedbench.fedtrain.fedavg import ClientUpdate, FedAvgSettings
 from largefedbench.fedtrain.flat import FlatParams
-from largefedbench.fedtrain.local_sgd import LMExample, lm_loss, local_updates
+from largefedbench.fedtrain.local_sgd import LMExample, lm_loss, lm_row_losses, local_updates
 
 __all__ = ["attention_targets", "conditional_prompt", "conditional_sequences", "generator_update", "lora_generator",
            "pretrain_on_public", "require_private_budget", "start_text"]
@@ -84,7 +84,8 @@ def generator_update(flat: FlatParams, tokenizer, settings: FedAvgSettings, *, s
         bounds = np.cumsum([0] + [len(s) for s in spans])
         clients = [flat_examples[bounds[i] : bounds[i + 1]] for i in range(len(spans))]
         rngs = [chunk.rng(i, int(seed), 0x10CA1) for i in range(len(spans))]
-        return local_updates(flat, clients, lambda batch: lm_loss(flat.model, batch, pad_id), settings.local, rngs)
+        return local_updates(flat, clients, lambda batch: lm_loss(flat.model, batch, pad_id), settings.local, rngs,
+                             row_losses=lambda batch: lm_row_losses(flat.model, batch, pad_id))
 
     return client_update
 

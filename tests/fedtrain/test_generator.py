@@ -11,10 +11,12 @@ from timing_free import without_timing
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import (
+    BATCH_ROWS,
     FedAvgSettings,
     FlatParams,
     LMExample,
     lm_loss,
+    lm_row_losses,
     local_steps,
     local_updates,
     run_round,
@@ -101,6 +103,50 @@ def test_local_updates_are_one_sgd_step_per_batch_and_restore_the_adapter(tokeni
     grads = torch.autograd.grad(lm_loss(model, ex, pad), adapter.params)
     expected = -0.5 * torch.cat([g.reshape(-1) for g in grads])
     torch.testing.assert_close(deltas[0], expected, rtol=1e-4, atol=1e-7)
+
+
+def test_lm_row_losses_sum_to_lm_loss(tokenizer):
+    model = _tiny_lora(tokenizer)
+    pad = tokenizer.eos_token_id
+    batch = conditional_sequences(tokenizer, ["Topic: x\n", ""], ["one two three four", "five"], 16)
+    with torch.no_grad():
+        total, count = lm_row_losses(model, batch, pad)
+        torch.testing.assert_close(total.sum() / count.sum(), lm_loss(model, batch, pad))
+        for r in range(len(batch)):
+            torch.testing.assert_close(total[r] / count[r], lm_loss(model, batch[r : r + 1], pad))
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 8])
+def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, batch_size):
+    """Clients of one SGD step run together (length-sorted, mixed across clients, in batches of BATCH_ROWS rows) and
+    still each get the update of its own loss; clients of several steps, or none, take the one-at-a-time loop."""
+    model = _tiny_lora(tokenizer)
+    adapter = FlatParams(model)
+    pad = tokenizer.eos_token_id
+    words = "the protein binds a receptor on housing bills passed in the senate today".split()
+    rng = np.random.default_rng(3)
+    texts = [[" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(rng.integers(0, 5))]
+             for _ in range(2 * BATCH_ROWS)]
+    clients = [conditional_sequences(tokenizer, ["Topic: x\n"] * len(t), t, 24) for t in texts]
+    local = FedAvgSettings(rounds=1, clients_per_round=1, clip=1, client_lr=0.3, local_batch_size=batch_size,
+                           max_local_steps=None).local
+    before = adapter.get()
+    loop = local_updates(adapter, clients, lambda b: lm_loss(model, b, pad), local,
+                         [np.random.default_rng(i) for i in range(len(clients))])
+    rows_seen: list[int] = []
+
+    def row_losses(batch):
+        rows_seen.append(len(batch))
+        return lm_row_losses(model, batch, pad)
+
+    batched = local_updates(adapter, clients, lambda b: lm_loss(model, b, pad), local,
+                            [np.random.default_rng(i) for i in range(len(clients))], row_losses=row_losses)
+    assert sum(rows_seen) == sum(len(c) for c in clients if 0 < len(c) <= batch_size)  # the one-step clients' rows
+    assert max(rows_seen) <= BATCH_ROWS
+    assert torch.equal(adapter.get(), before) and not model.training
+    assert all(not hasattr(p, "grad_sample") or p.grad_sample is None for p in adapter.params)
+    torch.testing.assert_close(batched, loop, rtol=1e-4, atol=1e-7)
+    assert (batched.norm(dim=1) > 0).sum() == sum(1 for c in clients if c)
 
 
 def test_run_round_clips_releases_once_and_steps_the_server(tokenizer):
