@@ -42,7 +42,7 @@ from largefedbench.fedtrain.model_update import (
 )
 from largefedbench.fedtrain.server import ServerOptimizer, ServerState, ftrl_weights
 
-__all__ = ["BATCH_ROWS", "CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "CohortUpdate", "FedAvgSettings", "FlatParams",
-           "LMExample", "LocalSGD", "ModelUpdate", "Release", "Server", "ServerOptimizer", "ServerState",
-           "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "lm_row_losses", "local_steps", "local_updates", "per_client",
-           "record_update_norms", "release_round", "run_round", "train_adapter", "train_rounds"]
+__all__ = ["BATCH_ROWS", "CHUNK_CLIENTS", "AdapterServer", "ClientUpdate", "CohortUpdate", "FedAvgSettings",
+           "FlatParams", "LMExample", "LocalSGD", "ModelUpdate", "Release", "Server", "ServerOptimizer", "ServerState",
+           "UpdateNormTally", "ftrl_weights", "lm_examples", "lm_loss", "lm_row_losses", "local_steps", "local_updates",
+           "per_client", "record_update_norms", "release_round", "run_round", "train_adapter", "train_rounds"]

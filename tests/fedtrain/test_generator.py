@@ -126,7 +126,7 @@ def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, bat
     words = "the protein binds a receptor on housing bills passed in the senate today".split()
     rng = np.random.default_rng(3)
     texts = [[" ".join(rng.choice(words, size=rng.integers(1, 12))) for _ in range(rng.integers(0, 5))]
-             for _ in range(2 * BATCH_ROWS)]
+             for _ in range(2 * BATCH_ROWS["cpu"])]
     clients = [conditional_sequences(tokenizer, ["Topic: x\n"] * len(t), t, 24) for t in texts]
     local = FedAvgSettings(rounds=1, clients_per_round=1, clip=1, client_lr=0.3, local_batch_size=batch_size,
                            max_local_steps=None).local
@@ -142,7 +142,7 @@ def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, bat
     batched = local_updates(adapter, clients, lambda b: lm_loss(model, b, pad), local,
                             [np.random.default_rng(i) for i in range(len(clients))], row_losses=row_losses)
     assert sum(rows_seen) == sum(len(c) for c in clients if 0 < len(c) <= batch_size)  # the one-step clients' rows
-    assert max(rows_seen) <= BATCH_ROWS
+    assert max(rows_seen) <= BATCH_ROWS["cpu"]
     assert torch.equal(adapter.get(), before) and not model.training
     assert all(not hasattr(p, "grad_sample") or p.grad_sample is None for p in adapter.params)
     torch.testing.assert_close(batched, loop, rtol=1e-4, atol=1e-7)
