@@ -2,7 +2,8 @@
 
 transformers reads a GGUF with ``from_pretrained(folder, gguf_file=NAME)`` (the ``gguf`` package must be installed)
 and dequantizes it to a float32 model. Such a model refuses ``save_pretrained``, so the conversion builds a clean
-model from its config, loads the state dict into it and saves that, with the tokenizer read from the same file.
+model from its config, loads the state dict into it and saves that, with the tokenizer read from the same file and
+its BOS/EOS/PAD set to the ids the GGUF declares (:func:`align_special_tokens`).
 The folder is cached under ``$LFB_HOME/models/gguf/<sha256 of the GGUF>[:16]-v<conversion version>/`` (written to a temporary folder and
 published with one rename); from then on the generator loads through the same ``from_pretrained`` path as the
 ``paper`` profile's hub models.
@@ -28,7 +29,7 @@ from largefedbench.models.profiles import PackagedGGUF
 from largefedbench.paths import home_root
 
 log = logging.getLogger(__name__)
-CONVERSION_VERSION = 2
+CONVERSION_VERSION = 3  # 3: BOS/EOS/PAD set to the GGUF's own (a folder converted by another transformers may not be)
 MARKER = "lfb_conversion.json"
 
 
@@ -69,6 +70,34 @@ def converted_dir(source: PackagedGGUF, root: Path | None = None) -> tuple[Path,
     return cache_root / f"{digest[:16]}-v{CONVERSION_VERSION}", gguf_path, digest
 
 
+def gguf_special_ids(gguf_path: Path) -> dict[str, int]:
+    """The special-token ids the GGUF file itself declares (``tokenizer.ggml.{bos,eos,padding}_token_id``)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf_path)).fields
+    ids = {}
+    for name, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("pad", "padding_token_id")):
+        field = fields.get(f"tokenizer.ggml.{key}")
+        if field is not None and field.data:
+            ids[name] = int(field.parts[field.data[0]][0])
+    return ids
+
+
+def align_special_tokens(tokenizer, model, declared: dict[str, int]) -> dict[str, list[int | None]]:
+    """Make the tokenizer's and the model's BOS/EOS/PAD the GGUF's own: how transformers reads them from a GGUF has
+    changed between versions (5.17 read SmolLM2's EOS as <|im_start|>, so sampling ran past the end of every
+    answer). Returns what was changed, ``{name: [was, now]}``."""
+    changed: dict[str, list[int | None]] = {}
+    for name, token_id in declared.items():
+        was = getattr(tokenizer, f"{name}_token_id")
+        if was != token_id:
+            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(token_id))
+            changed[name] = [was, token_id]
+        for config in (model.config, model.generation_config):
+            setattr(config, f"{name}_token_id", token_id)
+    return changed
+
+
 def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -> None:
     try:
         import gguf  # noqa: F401  (transformers needs it to read the file)
@@ -86,12 +115,18 @@ def _convert(gguf_path: Path, folder: Path, source: PackagedGGUF, digest: str) -
     clean = type(loaded)(config)  # a model built from the config can be saved; the GGUF-loaded one cannot
     clean.load_state_dict(loaded.state_dict(), strict=True)
     clean.generation_config = loaded.generation_config
+    declared = gguf_special_ids(gguf_path)
+    changed = align_special_tokens(tokenizer, clean, declared)
+    if changed:
+        log.warning("the GGUF's special tokens %s: the tokenizer transformers read had %s; set to the GGUF's",
+                    declared, changed)
     clean.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     info = {"conversion_version": CONVERSION_VERSION, "model_id": source.model_id, "package": source.package,
             "package_version": source.version, "gguf_file": gguf_path.name, "gguf_sha256": digest,
             "quantization": source.quantization, "architecture": type(clean).__name__,
             "n_params": sum(p.numel() for p in {id(p): p for p in clean.parameters()}.values()),
+            "special_token_ids": declared, "special_tokens_aligned": changed,
             "seconds": round(time.perf_counter() - t0, 2), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(folder / MARKER, info)  # written last: its presence marks a complete folder
 

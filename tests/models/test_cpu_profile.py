@@ -14,7 +14,7 @@ from conftest import train_end_to_end
 from largefedbench.errors import LfbError
 from largefedbench.methods.pe import PrivateEvolution as PE
 from largefedbench.methods.popri import POPri
-from largefedbench.models.gguf import locate_gguf, prepare_gguf_model
+from largefedbench.models.gguf import align_special_tokens, gguf_special_ids, locate_gguf, prepare_gguf_model
 from largefedbench.models.profiles import CPU, SMOLLM2_135M, PackagedGGUF
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.synthetic.dpo import dpo_update
@@ -38,6 +38,31 @@ def test_the_gguf_is_converted_once_then_loaded_from_the_cache(cpu_llm):
     described = bundle.describe()
     assert described["generator"]["id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert described["profile"] == "cpu" and described["downstream"]["n_params"] > 1e6
+
+
+def test_the_converted_tokenizer_and_model_use_the_ggufs_own_special_tokens(cpu_llm):
+    _, bundle, root = cpu_llm
+    declared = gguf_special_ids(locate_gguf(SMOLLM2_135M))
+    assert declared == {"bos": 1, "eos": 2, "pad": 2}  # <|im_start|>, <|im_end|>, <|im_end|>
+    _, _, info = prepare_gguf_model(SMOLLM2_135M, root=root)
+    assert info["special_token_ids"] == declared
+    tok, model = bundle.generator_tokenizer, bundle.new_generator()
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (1, 2, 2)
+    assert model.generation_config.eos_token_id == 2 and model.config.bos_token_id == 1
+
+
+def test_a_misread_special_token_is_set_back_to_the_ggufs(cpu_llm):
+    """transformers 5.17 read SmolLM2's EOS from the GGUF as <|im_start|> (id 1): sampling then ran past every
+    answer's <|im_end|>. The conversion sets what the GGUF declares."""
+    _, bundle, _ = cpu_llm
+    tok, model = bundle.generator_tokenizer, bundle.new_generator()
+    tok = type(tok).from_pretrained(tok.name_or_path)  # a copy: the bundle's tokenizer is shared
+    tok.eos_token = tok.convert_ids_to_tokens(1)
+    model.generation_config.eos_token_id = 1
+    changed = align_special_tokens(tok, model, {"bos": 1, "eos": 2, "pad": 2})
+    assert changed == {"eos": [1, 2]}
+    assert tok.eos_token == "<|im_end|>" and model.generation_config.eos_token_id == 2 and model.config.eos_token_id == 2
+    assert align_special_tokens(tok, model, {"bos": 1, "eos": 2, "pad": 2}) == {}
 
 
 def test_a_missing_package_or_file_says_how_to_install_it():
