@@ -64,6 +64,11 @@ def timed(name: str) -> Callable[[F], F]:
     return wrap
 
 
+def add_stages(*breakdowns: dict[str, float]) -> dict[str, float]:
+    """The stage-by-stage sum of :func:`stage_breakdown` results (e.g. a method's, then its evaluation's)."""
+    return {name: round(sum(b.get(name, 0.0) for b in breakdowns), 3) for name in [*STAGES, "other"]}
+
+
 def stage_breakdown(before: dict[str, float], after: dict[str, float], wall_seconds: float) -> dict[str, float]:
     """Seconds per stage between two :func:`totals` readings, and ``other``: the rest of ``wall_seconds``."""
     out = {name: round(after.get(name, 0.0) - before.get(name, 0.0), 3) for name in STAGES}

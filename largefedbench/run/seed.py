@@ -196,13 +196,21 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     fed.budget = budget  # a release that would break the budget stops the run before it happens
     public = ev.public_resources(seed, seed_dir)
-    log(f"seed {seed}: running {prep.method.name}")
-    stages_before = timing.totals()
-    calibrated = len(budget.calibrations)
-    t0 = time.perf_counter()
-    artifact = cls().train(fed, public, prep.config, budget)
-    calibrations = jsonable(budget.calibrations[calibrated:])
-    method_seconds = time.perf_counter() - t0
+    kept = None if audit is not None else load_method_output(seed_dir / METHOD_OUTPUT, fed)
+    if kept is None:
+        log(f"seed {seed}: running {prep.method.name}")
+        stages_before = timing.totals()
+        calibrated = len(budget.calibrations)
+        t0 = time.perf_counter()
+        artifact = cls().train(fed, public, prep.config, budget)
+        calibrations = jsonable(budget.calibrations[calibrated:])
+        method_seconds = time.perf_counter() - t0
+        method_stages = timing.stage_breakdown(stages_before, timing.totals(), method_seconds)
+        if audit is None:  # a kill during the evaluation below resumes there, not at the method's first round
+            save_method_output(seed_dir / METHOD_OUTPUT, fed, artifact, calibrations, method_seconds, method_stages)
+    else:
+        artifact, calibrations, method_seconds, method_stages = kept
+        log(f"seed {seed}: {prep.method.name} had finished; evaluating what it produced ({seed_dir / METHOD_OUTPUT})")
     if audit is not None:
         audit.search_leaks(artifact, seed, seed_dir)
     audit_scores = None if audit is None else audit.score(artifact, ev.bundle, seed)
@@ -225,7 +233,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     if cls.fixed_epsilon is None and not len(ledger) and not prep.declared:
         raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
                           "method must learn from the private clients through fed.private_sum")
-    t1 = time.perf_counter()
+    t1, stages_mid = time.perf_counter(), timing.totals()
     stats: dict[str, float] = {}
     if artifact.kind == "synthetic text":
         log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
@@ -245,7 +253,8 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
-        stage_seconds=timing.stage_breakdown(stages_before, timing.totals(), time.perf_counter() - t0),
+        stage_seconds=timing.add_stages(method_stages,
+                                        timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t1)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
     )
     atomic_write_json(done, result.to_json())
@@ -254,7 +263,39 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         # the same computation as the reference row every entry carries: cache it, so it is not run again
         ev.remember_reference(cls.name, seed, {**test, **stats})
     public.clear_checkpoint()
+    (seed_dir / METHOD_OUTPUT).unlink(missing_ok=True)
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
+
+
+METHOD_OUTPUT = "method-output.pt"
+
+
+def save_method_output(path: Path, fed, artifact, calibrations: list, method_seconds: float,
+                       method_stages: dict[str, float]) -> None:
+    """What the method returned and the federation after it (ledger, costs, RNG), written atomically: the harness's
+    own record, so a run killed while its output is evaluated resumes without running the method again."""
+    import io
+
+    import torch
+
+    from largefedbench.io import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save({"artifact": artifact, "federation": fed.state_dict(), "calibrations": calibrations,
+                "method_seconds": method_seconds, "method_stages": method_stages}, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_method_output(path: Path, fed) -> tuple[Any, list, float, dict[str, float]] | None:
+    """``(artifact, calibrations, method seconds, method stages)`` saved by :func:`save_method_output`, restoring
+    ``fed``'s ledger, costs and RNG; None when the method has not finished."""
+    if not path.exists():
+        return None
+    import torch
+
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    fed.load_state_dict(saved["federation"])
+    return saved["artifact"], saved["calibrations"], saved["method_seconds"], saved["method_stages"]
 
 

@@ -271,3 +271,37 @@ def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny
     assert any("computing the public reference" in line for line in logs)
     np_top1 = result.entry.metrics.reference_non_private.top1.per_seed[0]
     assert np_top1 == result.entry.metrics.next_token_accuracy.top1.per_seed[0]
+
+
+def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the_method_again(tiny, tmp_path,
+                                                                                              monkeypatch):
+    """The method's output and its federation (ledger, costs) are kept once it returns: a kill in the downstream
+    training or evaluation resumes there, and the entry is the one an uninterrupted run writes."""
+    from conftest import Killed
+
+    from largefedbench.run.seed import METHOD_OUTPUT, Evaluator
+
+    _fd, _bundle, root = tiny
+    request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False)
+    whole = run_eval(EvalRequest(**request, out=tmp_path / "whole"), log=lambda line: None)
+
+    test_metrics = Evaluator.test_metrics
+
+    def dies(self, *args, **kwargs):  # the test-set evaluation comes only after the method has returned
+        raise Killed
+
+    monkeypatch.setattr(Evaluator, "test_metrics", dies)
+    with pytest.raises(Killed):
+        run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
+    kept = list((tmp_path / "killed" / ".runs").glob(f"*/seed-0/{METHOD_OUTPUT}"))
+    assert len(kept) == 1
+    monkeypatch.setattr(Evaluator, "test_metrics", test_metrics)
+    logs: list[str] = []
+    resumed = run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=logs.append)
+    assert any("had finished; evaluating what it produced" in line for line in logs), logs
+    assert not any(": running dp-fedavg" in line for line in logs)
+    assert not kept[0].exists()  # gone once the seed's result is stored
+    assert resumed.entry.entry_id == whole.entry.entry_id
+    assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
+    assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers
+    assert resumed.entry.privacy.epsilon == whole.entry.privacy.epsilon
