@@ -282,7 +282,7 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     from largefedbench.run.seed import METHOD_OUTPUT, Evaluator
 
     _fd, _bundle, root = tiny
-    request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False)
+    request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False, overrides={"rounds": "2"})
     whole = run_eval(EvalRequest(**request, out=tmp_path / "whole"), log=lambda line: None)
 
     test_metrics = Evaluator.test_metrics
