@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -54,31 +55,29 @@ def _hf_progress(enabled: bool):
         (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
 
 
+@dataclasses.dataclass(eq=False, kw_only=True, repr=False)
 class ModelBundle:
     """Everything a method and the harness need from a profile, loaded for one snapshot.
 
     ``tokenizer`` is the downstream tokenizer (accuracy is measured with it); ``generator_tokenizer`` is the
     generator's (the same object in the tiny profile). ``new_downstream()`` and ``new_generator()`` return fresh,
-    independent models on ``device`` in eval mode.
+    independent models on ``device`` in eval mode (made by ``downstream_factory`` / ``generator_factory``); ``info``
+    is what :meth:`describe` reports.
     """
 
-    def __init__(self, *, profile: ModelProfile, tokenizer, generator_tokenizer, embedder, embedder_info: dict[str, Any],
-                 device: torch.device, downstream_factory: Callable[[], Any], generator_factory: Callable[[], Any],
-                 info: dict[str, Any], cache_dir: Path | None = None, cache_hit: bool | None = None,
-                 tiktoken_path: Path | None = None, root: Path | None = None) -> None:
-        self.profile = profile
-        self.root = root
-        self.tokenizer = tokenizer
-        self.generator_tokenizer = generator_tokenizer
-        self.embedder = embedder
-        self.embedder_info = embedder_info
-        self.device = device
-        self.cache_dir = cache_dir
-        self.cache_hit = cache_hit
-        self.tiktoken_path = tiktoken_path
-        self._downstream_factory = downstream_factory
-        self._generator_factory = generator_factory
-        self._info = info
+    profile: ModelProfile
+    tokenizer: Any
+    generator_tokenizer: Any
+    embedder: Any
+    embedder_info: dict[str, Any]
+    device: torch.device
+    downstream_factory: Callable[[], Any]
+    generator_factory: Callable[[], Any]
+    info: dict[str, Any]
+    cache_dir: Path | None = None
+    cache_hit: bool | None = None
+    tiktoken_path: Path | None = None
+    root: Path | None = None
 
     @property
     def embedder_id(self) -> str:
@@ -87,13 +86,13 @@ class ModelBundle:
 
     def new_downstream(self):
         """A fresh copy of the pretrained downstream model (the eps=0, public checkpoint)."""
-        return self._downstream_factory()
+        return self.downstream_factory()
 
     def new_generator(self):
         """A fresh copy of the generator LLM (a hub generator is loaded on each call; it is big)."""
-        model = self._generator_factory()
-        if "n_params" not in self._info["generator"]:
-            self._info["generator"]["n_params"] = n_params(model)
+        model = self.generator_factory()
+        if "n_params" not in self.info["generator"]:
+            self.info["generator"]["n_params"] = n_params(model)
         return model
 
     def span_embeddings(self, fd, split: str, *, root: Path | None = None, batch_size: int = 64, progress: bool = True) -> np.ndarray:
@@ -111,7 +110,7 @@ class ModelBundle:
 
     def describe(self) -> dict[str, Any]:
         """Model ids, revisions or content hashes and parameter counts, for leaderboard entries."""
-        out = copy.deepcopy(self._info)
+        out = copy.deepcopy(self.info)
         out["profile"] = self.profile.name
         out["device"] = str(self.device)
         out["embedder"] = describe_embedder(self.embedder_info)
