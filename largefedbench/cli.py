@@ -838,6 +838,18 @@ def _add_executor_flags(p: argparse.ArgumentParser, default: str = "process") ->
                    "local one")
 
 
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows) or no file descriptor: not known to be gone
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     # OpenMP threads (torch, BLAS) sleep instead of spinning while they wait: on a shared machine spinning made a
     # warm `lfb eval --method popri` ~4x slower. Set before anything imports torch; the user's environment wins.
@@ -859,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lfb: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `lfb methods | head`: the reader left; say nothing more (Python's documented recipe)
+        if not _stdout_gone():
+            raise  # a broken pipe elsewhere (a worker, a socket) is not a reader leaving
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback

@@ -42,9 +42,11 @@ __all__ = ["BATCH_ROWS", "LMExample", "LocalSGD", "lm_examples", "lm_loss", "lm_
 
 Rngs = np.random.Generator | Sequence[np.random.Generator]
 #: rows per pass of single-step clients, length-sorted, by device type (see the module docstring for the measurements):
-#: on a CPU larger batches pad more and gain nothing; on CUDA 64 rows of 80 tokens keep the float32 logits of a
-#: 49,152-token vocabulary at 1 GB, for 8 GB cards
+#: on a CPU larger batches pad more and gain nothing; on CUDA more rows pay until memory runs out
 BATCH_ROWS = {"cpu": 16, "cuda": 64}
+#: and at most this many float32 logits per pass (rows × tokens × vocabulary: 1 GiB a copy; the loss keeps about
+#: three): 64 rows of 80 tokens for SmolLM2's 49,152 ids, about 18 rows of 96 for Qwen2.5's 151,936
+LOGITS_PER_PASS = 2**28
 RowLosses = Callable[[Sequence[Any]], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -146,7 +148,15 @@ def one_step_gradients(flat: FlatParams, batches: Sequence[Sequence[Any]], row_l
     examples = [e for batch in batches for e in batch]
     order = sorted(range(len(examples)), key=lambda r: len(getattr(examples[r], "ids", ())))
     grads = torch.zeros((len(batches), flat.numel), device=flat.params[0].device)
-    per_pass = BATCH_ROWS.get(grads.device.type, BATCH_ROWS["cpu"])
+    cap = BATCH_ROWS.get(grads.device.type, BATCH_ROWS["cpu"])
+    vocab = int(getattr(flat.model.config, "vocab_size", 0) or 1)
+    passes: list[list[int]] = [[]]
+    for r in order:  # ascending length: a pass is full at ``cap`` rows or at LOGITS_PER_PASS logits at this row's width
+        width = len(getattr(examples[r], "ids", ())) or 1
+        if passes[-1] and (len(passes[-1]) >= cap or (len(passes[-1]) + 1) * width * vocab > LOGITS_PER_PASS):
+            passes.append([])
+        passes[-1].append(r)
+    passes = [part for part in passes if part]
     counts = torch.zeros(len(batches), device=grads.device)
     leaves = [m for m in flat.model.modules() if any(p.requires_grad for p in m.parameters(recurse=False))]
     hooked = GradSampleModule(flat.model, batch_first=True, loss_reduction="sum")
@@ -155,8 +165,7 @@ def one_step_gradients(flat: FlatParams, batches: Sequence[Sequence[Any]], row_l
     try:
         with warnings.catch_warnings():  # a LoRA layer's input (the frozen model's) needs no gradient; opacus reads
             warnings.filterwarnings("ignore", message="Full backward hook is firing")  # only its output's
-            for k in range(0, len(order), per_pass):
-                part = order[k : k + per_pass]
+            for part in passes:
                 who = torch.as_tensor([owner[r] for r in part], device=grads.device)
                 total, count = row_losses([examples[r] for r in part])
                 total.sum().backward()  # each row's gradient of its own summed loss; a client's mean divides below
@@ -167,8 +176,13 @@ def one_step_gradients(flat: FlatParams, batches: Sequence[Sequence[Any]], row_l
                     p.grad_sample, p.grad = None, None
     finally:
         hooked._close()
-        for m in leaves:
+        for m in leaves:  # what opacus' close leaves behind when a pass failed between forward and backward
             m.eval()
+            for name in ("activations", "max_batch_len"):
+                if hasattr(m, name):
+                    delattr(m, name)
+        for p in flat.params:
+            p.grad_sample, p.grad = None, None
     return grads / counts.clamp(min=1)[:, None]
 
 

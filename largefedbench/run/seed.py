@@ -196,7 +196,8 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     fed.budget = budget  # a release that would break the budget stops the run before it happens
     public = ev.public_resources(seed, seed_dir)
-    kept = None if audit is not None else load_method_output(seed_dir / METHOD_OUTPUT, fed)
+    output, stamp = seed_dir / METHOD_OUTPUT, {"lfb": __version__, "method": prep.method.version}
+    kept = None if audit is not None else load_method_output(output, fed, stamp, ev.bundle.device)
     if kept is None:
         log(f"seed {seed}: running {prep.method.name}")
         stages_before = timing.totals()
@@ -206,11 +207,10 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         calibrations = jsonable(budget.calibrations[calibrated:])
         method_seconds = time.perf_counter() - t0
         method_stages = timing.stage_breakdown(stages_before, timing.totals(), method_seconds)
-        if audit is None:  # a kill during the evaluation below resumes there, not at the method's first round
-            save_method_output(seed_dir / METHOD_OUTPUT, fed, artifact, calibrations, method_seconds, method_stages)
     else:
         artifact, calibrations, method_seconds, method_stages = kept
-        log(f"seed {seed}: {prep.method.name} had finished; evaluating what it produced ({seed_dir / METHOD_OUTPUT})")
+        log(f"seed {seed}: {prep.method.name} had finished; evaluating what it produced ({output})")
+    t_mid, stages_mid = time.perf_counter(), timing.totals()
     if audit is not None:
         audit.search_leaks(artifact, seed, seed_dir)
     audit_scores = None if audit is None else audit.score(artifact, ev.bundle, seed)
@@ -233,7 +233,9 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     if cls.fixed_epsilon is None and not len(ledger) and not prep.declared:
         raise MethodError(f"method {cls.name!r} released nothing through the federation (empty ledger): a private "
                           "method must learn from the private clients through fed.private_sum")
-    t1, stages_mid = time.perf_counter(), timing.totals()
+    if audit is None and kept is None:  # checked: a kill during the evaluation below resumes there
+        save_method_output(output, fed, artifact, calibrations, method_seconds, method_stages, stamp)
+    t1 = time.perf_counter()
     stats: dict[str, float] = {}
     if artifact.kind == "synthetic text":
         log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
@@ -254,7 +256,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
         stage_seconds=timing.add_stages(method_stages,
-                                        timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t1)),
+                                        timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
     )
     atomic_write_json(done, result.to_json())
@@ -272,9 +274,10 @@ METHOD_OUTPUT = "method-output.pt"
 
 
 def save_method_output(path: Path, fed, artifact, calibrations: list, method_seconds: float,
-                       method_stages: dict[str, float]) -> None:
-    """What the method returned and the federation after it (ledger, costs, RNG), written atomically: the harness's
-    own record, so a run killed while its output is evaluated resumes without running the method again."""
+                       method_stages: dict[str, float], stamp: dict[str, Any]) -> None:
+    """What the method returned and the federation after it (ledger, costs, RNG), written atomically once the
+    harness's privacy checks passed: its own record, so a run killed while the output is evaluated resumes without
+    running the method again. ``stamp`` (LargeFedBench's and the method's versions) must match to be reused."""
     import io
 
     import torch
@@ -282,20 +285,21 @@ def save_method_output(path: Path, fed, artifact, calibrations: list, method_sec
     from largefedbench.io import atomic_write_bytes
 
     buf = io.BytesIO()
-    torch.save({"artifact": artifact, "federation": fed.state_dict(), "calibrations": calibrations,
+    torch.save({"stamp": stamp, "artifact": artifact, "federation": fed.state_dict(), "calibrations": calibrations,
                 "method_seconds": method_seconds, "method_stages": method_stages}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_method_output(path: Path, fed) -> tuple[Any, list, float, dict[str, float]] | None:
-    """``(artifact, calibrations, method seconds, method stages)`` saved by :func:`save_method_output`, restoring
-    ``fed``'s ledger, costs and RNG; None when the method has not finished."""
+def load_method_output(path: Path, fed, stamp: dict[str, Any], device) -> tuple[Any, list, float, dict[str, float]] | None:
+    """``(artifact, calibrations, method seconds, method stages)`` saved by :func:`save_method_output`, its tensors on
+    ``device``, restoring ``fed``'s ledger, costs and RNG; None when there is none, or it was made by another version
+    of LargeFedBench or of the method (the method then runs again)."""
     if not path.exists():
         return None
     import torch
 
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = torch.load(path, map_location=device, weights_only=False)
+    if saved.get("stamp") != stamp:
+        return None
     fed.load_state_dict(saved["federation"])
     return saved["artifact"], saved["calibrations"], saved["method_seconds"], saved["method_stages"]
-
-

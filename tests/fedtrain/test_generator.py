@@ -116,8 +116,8 @@ def test_lm_row_losses_sum_to_lm_loss(tokenizer):
             torch.testing.assert_close(total[r] / count[r], lm_loss(model, batch[r : r + 1], pad))
 
 
-@pytest.mark.parametrize("batch_size", [1, 2, 8])
-def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, batch_size):
+@pytest.mark.parametrize("batch_size,logits_per_pass", [(1, None), (2, None), (8, None), (8, 1)])
+def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, batch_size, logits_per_pass, monkeypatch):
     """Clients of one SGD step run together (length-sorted, mixed across clients, in batches of BATCH_ROWS rows) and
     still each get the update of its own loss; clients of several steps, or none, take the one-at-a-time loop."""
     model = _tiny_lora(tokenizer)
@@ -133,6 +133,10 @@ def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, bat
     before = adapter.get()
     loop = local_updates(adapter, clients, lambda b: lm_loss(model, b, pad), local,
                          [np.random.default_rng(i) for i in range(len(clients))])
+    if logits_per_pass is not None:  # a pass holds fewer rows where their logits would pass the budget: here one
+        import largefedbench.fedtrain.local_sgd as local_sgd
+
+        monkeypatch.setattr(local_sgd, "LOGITS_PER_PASS", logits_per_pass)
     rows_seen: list[int] = []
 
     def row_losses(batch):
@@ -142,7 +146,7 @@ def test_single_step_clients_batched_get_exactly_their_own_update(tokenizer, bat
     batched = local_updates(adapter, clients, lambda b: lm_loss(model, b, pad), local,
                             [np.random.default_rng(i) for i in range(len(clients))], row_losses=row_losses)
     assert sum(rows_seen) == sum(len(c) for c in clients if 0 < len(c) <= batch_size)  # the one-step clients' rows
-    assert max(rows_seen) <= BATCH_ROWS["cpu"]
+    assert max(rows_seen) <= (BATCH_ROWS["cpu"] if logits_per_pass is None else 1)
     assert torch.equal(adapter.get(), before) and not model.training
     assert all(not hasattr(p, "grad_sample") or p.grad_sample is None for p in adapter.params)
     torch.testing.assert_close(batched, loop, rtol=1e-4, atol=1e-7)

@@ -305,3 +305,27 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
     assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers
     assert resumed.entry.privacy.epsilon == whole.entry.privacy.epsilon
+
+
+def test_a_method_output_of_another_version_is_not_reused(tmp_path):
+    """`method-output.pt` is reused only by the LargeFedBench and method versions that wrote it: after an upgrade or
+    a fix to the method, the method runs again."""
+    from largefedbench.run.seed import load_method_output, save_method_output
+
+    class Fed:
+        def __init__(self):
+            self.loaded = None
+
+        def state_dict(self):
+            return {"round": 3}
+
+        def load_state_dict(self, state):
+            self.loaded = state
+
+    path, stamp = tmp_path / "method-output.pt", {"lfb": "1.0", "method": "1.0"}
+    save_method_output(path, Fed(), {"texts": ["a"]}, [], 1.5, {"other": 1.5}, stamp)
+    fed = Fed()
+    assert load_method_output(path, fed, {"lfb": "1.1", "method": "1.0"}, "cpu") is None and fed.loaded is None
+    assert load_method_output(path, fed, stamp, "cpu") == ({"texts": ["a"]}, [], 1.5, {"other": 1.5})
+    assert fed.loaded == {"round": 3}
+    assert load_method_output(tmp_path / "none.pt", Fed(), stamp, "cpu") is None
