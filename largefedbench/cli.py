@@ -47,8 +47,12 @@ def _print_json(obj: Any) -> None:
 
 
 def _show(args, obj: Any, text: Callable[[], str]) -> int:
-    """With --json print ``obj``, else the human-readable ``text()``; a command's normal exit."""
-    _print_json(obj) if args.json else print(text())
+    """With --json print ``obj``, else the human-readable ``text()`` (nothing when it is empty); a command's normal
+    exit."""
+    if args.json:
+        _print_json(obj)
+    elif shown := text():
+        print(shown)
     return 0
 
 

@@ -85,8 +85,8 @@ def gguf_special_ids(gguf_path: Path) -> dict[str, int]:
 
 def align_special_tokens(tokenizer, model, declared: dict[str, int]) -> dict[str, list[int | None]]:
     """Make the tokenizer's and the model's BOS/EOS/PAD the GGUF's own: how transformers reads them from a GGUF has
-    changed between versions (5.17 read SmolLM2's EOS as <|im_start|>, so sampling ran past the end of every
-    answer). Returns what was changed, ``{name: [was, now]}``."""
+    changed between versions (5.17 read SmolLM2's EOS as <|im_start|>, so sampling stops at the wrong token, not at
+    the end of an answer). Returns what was changed, ``{name: [was, now]}``."""
     changed: dict[str, list[int | None]] = {}
     for name, token_id in declared.items():
         was = getattr(tokenizer, f"{name}_token_id")

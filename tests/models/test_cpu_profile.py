@@ -52,8 +52,8 @@ def test_the_converted_tokenizer_and_model_use_the_ggufs_own_special_tokens(cpu_
 
 
 def test_a_misread_special_token_is_set_back_to_the_ggufs(cpu_llm):
-    """transformers 5.17 read SmolLM2's EOS from the GGUF as <|im_start|> (id 1): sampling then ran past every
-    answer's <|im_end|>. The conversion sets what the GGUF declares."""
+    """transformers 5.17 read SmolLM2's EOS from the GGUF as <|im_start|> (id 1), not the <|im_end|> (id 2) that
+    ends an answer. The conversion sets what the GGUF declares."""
     _, bundle, _ = cpu_llm
     tok, model = bundle.generator_tokenizer, bundle.new_generator()
     tok = type(tok).from_pretrained(tok.name_or_path)  # a copy: the bundle's tokenizer is shared
