@@ -22,6 +22,7 @@ from largefedbench.paths import lfb_home
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, over_budget
 from largefedbench.run.presets import preset_config
+from largefedbench.run.reference_code import reference_code_fingerprint
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 if TYPE_CHECKING:
@@ -116,13 +117,14 @@ class Evaluator:
         return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self.executor,
                           noise_free=self.prep.request.noise_free)
 
-    # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed)
+    # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed, the code)
     def _reference_path(self, name: str, seed: int | None, config: dict[str, Any] | None = None) -> Path:
         info = self.bundle.describe()
         corpus = self.bundle.public_corpus
         key = {"snapshot": self.prep.fd.manifest["content_sha256"], "profile": self.prep.profile.name,
                "downstream": info.get("downstream", {}).get("sha256") or info.get("downstream", {}).get("id"),
-               "training": dataclasses.asdict(self.training), "lfb": __version__, "metrics": 2}
+               "training": dataclasses.asdict(self.training), "lfb": __version__, "metrics": 2,
+               "code": reference_code_fingerprint()}
         if corpus.kind != "split":
             key["public"] = corpus.sha256
         if config is not None:
