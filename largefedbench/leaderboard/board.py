@@ -43,6 +43,7 @@ class Row:
     bucket: str = ""
     rank: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
+    other_generator_only: bool = False  # its gain is over another generator-only row than the group's entry's
 
     @property
     def record_href(self) -> str:
@@ -125,6 +126,23 @@ def _sort_key(row: Row) -> tuple:
     return (-row.top1, -e.metrics.gap_closed.mean, e.method.name, e.entry_id)
 
 
+def mark_other_generator_only_rows(group: Group) -> None:
+    """Mark the rows whose gain over generator-only was measured against other generator-only numbers than the
+    group's generator-only entry shows, seed for seed: another code version wrote that row, so the gain and the
+    board's ε = 0 row do not compare."""
+    shown = [r for r in group.rows if r.entry.method.name == "generator-only" and r.status in ("ranked", "unranked")]
+    if not shown:
+        return
+    board_row = max(shown, key=lambda r: (len(r.entry.seeds), r.entry.created_at))
+    by_seed = dict(zip(board_row.entry.seeds, board_row.entry.metrics.next_token_accuracy.top1.per_seed))
+    for row in group.rows:
+        ref = row.entry.metrics.reference_generator_only
+        if ref is None or row is board_row:
+            continue
+        row.other_generator_only = any(abs(by_seed[s] - v) > 1e-9
+                                       for s, v in zip(row.entry.seeds, ref.top1.per_seed) if s in by_seed)
+
+
 def build_board(reports: list[EntryReport]) -> Board:
     """Group and rank the valid entries of ``reports``."""
     groups: dict[tuple[str, ...], Group] = {}
@@ -144,6 +162,7 @@ def build_board(reports: list[EntryReport]) -> Board:
         groups.setdefault(group.key, group).rows.append(row)
     for group in groups.values():
         group.rows.sort(key=_sort_key)
+        mark_other_generator_only_rows(group)
         for status in SECTIONS:
             for bucket, rows in group.tables(status):
                 if status == "ranked" and bucket != REFERENCES:

@@ -15,7 +15,7 @@ from largefedbench.leaderboard.board import (
     Group,
     Row,
 )
-from largefedbench.leaderboard.columns import Column, columns_for, noise_summary
+from largefedbench.leaderboard.columns import OTHER_GENERATOR_ONLY_NOTE, Column, columns_for, noise_summary
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
 
 CSS = """
@@ -154,6 +154,8 @@ def _group(group: Group, plots: dict[str, str]) -> str:
             apart = " apart" if status != "ranked" else ""
             parts.append(f'<div class="section{apart}" data-section="{status}"><h3>{escape(SECTION_TITLES[status])}'
                          "</h3>" + "".join(_table(rows, status, b, group) for b, rows in tables) + "</div>")
+    if any(r.other_generator_only for r in group.rows):
+        parts.append(f'<p class="notice">{escape(OTHER_GENERATOR_ONLY_NOTE)}</p>')
     parts.append("</section>")
     return "".join(parts)
 

@@ -13,7 +13,7 @@ from largefedbench.leaderboard.board import (
     Group,
     Row,
 )
-from largefedbench.leaderboard.columns import Column, columns_for
+from largefedbench.leaderboard.columns import OTHER_GENERATOR_ONLY_NOTE, Column, columns_for
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]#|~])")
@@ -55,6 +55,8 @@ def _group(group: Group, plots: dict[str, str]) -> list[str]:
         out += [f"### {SECTION_TITLES[status]}", ""]
         for bucket, rows in tables:
             out += [f"**{md_escape(bucket)}**", "", *_table(rows, status), ""]
+    if any(r.other_generator_only for r in group.rows):
+        out += [md_escape(OTHER_GENERATOR_ONLY_NOTE), ""]
     return out
 
 
