@@ -43,7 +43,7 @@ class Row:
     bucket: str = ""
     rank: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
-    other_generator_only: bool = False  # its gain is over another generator-only row than the group's entry's
+    other_generator_only: bool = False  # its generator-only numbers are not the group's newest (mark_other_generator_only_rows)
 
     @property
     def record_href(self) -> str:
@@ -126,21 +126,27 @@ def _sort_key(row: Row) -> tuple:
     return (-row.top1, -e.metrics.gap_closed.mean, e.method.name, e.entry_id)
 
 
+def _generator_only_numbers(row: Row) -> dict[int, float] | None:
+    """Top-1 per seed of the generator-only row that ``row`` is (its own) or measured its gain over."""
+    e = row.entry
+    if e.method.name == "generator-only":
+        return None if e.config.overrides else dict(zip(e.seeds, e.metrics.next_token_accuracy.top1.per_seed))
+    ref = e.metrics.reference_generator_only
+    return None if ref is None else dict(zip(e.seeds, ref.top1.per_seed))
+
+
 def mark_other_generator_only_rows(group: Group) -> None:
-    """Mark the rows whose gain over generator-only was measured against other generator-only numbers than the
-    group's generator-only entry shows, seed for seed: another code version wrote that row, so the gain and the
-    board's ε = 0 row do not compare."""
-    shown = [r for r in group.rows if r.entry.method.name == "generator-only" and r.status in ("ranked", "unranked")]
-    if not shown:
-        return
-    board_row = max(shown, key=lambda r: (len(r.entry.seeds), r.entry.created_at))
-    by_seed = dict(zip(board_row.entry.seeds, board_row.entry.metrics.next_token_accuracy.top1.per_seed))
-    for row in group.rows:
-        ref = row.entry.metrics.reference_generator_only
-        if ref is None or row is board_row:
+    """Mark the rows whose generator-only numbers differ, seed for seed, from those of the newest entry of the group
+    (same preset) that has them: another code version or environment wrote them, so their gains over generator-only
+    and the newer entries' do not compare."""
+    for preset in {r.entry.config.preset for r in group.rows}:
+        rows = [(r, n) for r in group.rows if r.entry.config.preset == preset
+                and (n := _generator_only_numbers(r)) is not None]
+        if not rows:
             continue
-        row.other_generator_only = any(abs(by_seed[s] - v) > 1e-9
-                                       for s, v in zip(row.entry.seeds, ref.top1.per_seed) if s in by_seed)
+        _, newest = max(rows, key=lambda rn: rn[0].entry.created_at)
+        for row, numbers in rows:
+            row.other_generator_only = any(abs(newest[s] - v) > 1e-9 for s, v in numbers.items() if s in newest)
 
 
 def build_board(reports: list[EntryReport]) -> Board:

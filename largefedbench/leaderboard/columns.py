@@ -98,11 +98,12 @@ def _novel_text(row: Row) -> str:
     return "–" if w is None else _pct(w.top1.mean, w.top1.std)
 
 
-#: marks a gain measured over another generator-only row than the group's entry (the footnote under its group)
+#: marks a row whose generator-only numbers are not its group's newest (the footnote under the group)
 OTHER_GENERATOR_ONLY = "†"
-OTHER_GENERATOR_ONLY_NOTE = ("† its gain is over a generator-only row that differs, seed for seed, from the group's "
-                             "generator-only entry: another code version wrote one of them, so that gain and the ε = 0 "
-                             "row do not compare (re-run the older of the two)")
+OTHER_GENERATOR_ONLY_NOTE = ("† its generator-only numbers (a generator-only entry's own, or those its gain is over) "
+                             "differ, seed for seed, from those of the newest entry of the group that has them: another "
+                             "code version or environment wrote them, so that gain does not compare with the newer "
+                             "entries' (re-run the entry)")
 
 
 def _gain(row: Row) -> float | None:
@@ -112,10 +113,8 @@ def _gain(row: Row) -> float | None:
 
 def _gain_text(row: Row) -> str:
     g = row.entry.metrics.gain_over_generator_only
-    if g is None:
-        return "–"
-    return f"{100 * g.mean:+.2f} ± {100 * g.std:.2f}" + (f" {OTHER_GENERATOR_ONLY}" if row.other_generator_only else "")
-
+    text = "–" if g is None else f"{100 * g.mean:+.2f} ± {100 * g.std:.2f}"
+    return text + (f" {OTHER_GENERATOR_ONLY}" if row.other_generator_only else "")
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -141,8 +140,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("novel", "Novel top-1 %", "top-1 on the test positions whose target is a window-novel token (its train "
            "frequency ≥ k × its pre-window frequency): what the window adds beyond style", _novel, _novel_text),
     Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples, "
-           "same pipeline, no client consulted), in points: mean ± std over seeds; † over another generator-only row than "
-           "the group's entry", _gain, _gain_text),
+           "same pipeline, no client consulted), in points: mean ± std over seeds; † its generator-only numbers are "
+           "not the group's newest", _gain, _gain_text),
     Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)", _fid,
            lambda r: _num(_fid(r), 4)),
     Column("down", "Floats ↓ /client/round", "floats downloaded per client per round (POPri Table 2)",

@@ -4,7 +4,8 @@ The reference rows (public, non-private, generator-only) are cached under ``$LFB
 every later run. Keyed by the package version alone, a row outlived the code that wrote it: within 0.3.0 the
 sampler changed (issue 26), and entries made afterwards reported their gain over generator-only rows the old sampler
 had written (seed 0: 15.51 % cached, 15.10 % recomputed by the current code). The fingerprint hashes the source of
-the modules a reference row runs, so a change to any of them computes the rows again.
+the modules a reference row runs, so a change to any of them computes the rows again; the key also names the
+generator's weights and the dtype the row samples in (``LFB_GENERATION_DTYPE``), which no source file shows.
 """
 
 from __future__ import annotations
@@ -14,12 +15,20 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
-#: what a reference row runs: sampling, prompts and models, the downstream training and metrics, the reference
-#: methods themselves and the harness code that calls them
-REFERENCE_MODULES: tuple[str, ...] = (
-    "largefedbench.synthetic", "largefedbench.evaluation", "largefedbench.models",
-    "largefedbench.methods.references", "largefedbench.methods.generator_only", "largefedbench.run.seed",
+#: what every reference row runs: the models, the downstream training and metrics, the resources handed to a
+#: method, the reference methods and the harness code that calls them
+BASE_MODULES: tuple[str, ...] = (
+    "largefedbench.models", "largefedbench.evaluation", "largefedbench.contract", "largefedbench.methods.references",
+    "largefedbench.run.seed",
 )
+#: what the generator-only row runs besides: sampling, prompts and texts
+GENERATOR_ONLY_MODULES: tuple[str, ...] = ("largefedbench.synthetic", "largefedbench.methods.generator_only")
+
+
+def reference_modules(name: str) -> tuple[str, ...]:
+    """The modules whose source the reference row ``name`` depends on (the public and non-private rows sample nothing,
+    so a change to the sampler does not recompute them)."""
+    return BASE_MODULES + (GENERATOR_ONLY_MODULES if name == "generator-only" else ())
 
 
 def _sources(module: str) -> tuple[Path, list[Path]]:
@@ -33,13 +42,16 @@ def _sources(module: str) -> tuple[Path, list[Path]]:
     return Path(spec.origin).parent, [Path(spec.origin)]
 
 
-@lru_cache(maxsize=1)
-def reference_code_fingerprint() -> str:
-    """SHA-256 (16 hex digits) of the source files of :data:`REFERENCE_MODULES`, each named relative to its module."""
+@lru_cache(maxsize=None)
+def reference_code_fingerprint(name: str) -> str:
+    """SHA-256 (16 hex digits) of the source files of :func:`reference_modules` of the row ``name``, each named
+    relative to its module. Third-party packages (torch, transformers) are not in it: their versions are in every
+    entry's environment."""
     digest = hashlib.sha256()
-    for module in REFERENCE_MODULES:
+    for module in reference_modules(name):
         base, paths = _sources(module)
         for path in paths:
-            digest.update(f"{module}:{path.relative_to(base).as_posix()}\0".encode())
-            digest.update(path.read_bytes())
+            data = path.read_bytes()
+            digest.update(f"{module}:{path.relative_to(base).as_posix()}:{len(data)}\0".encode())
+            digest.update(data)
     return digest.hexdigest()[:16]

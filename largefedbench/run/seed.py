@@ -124,11 +124,15 @@ class Evaluator:
         key = {"snapshot": self.prep.fd.manifest["content_sha256"], "profile": self.prep.profile.name,
                "downstream": info.get("downstream", {}).get("sha256") or info.get("downstream", {}).get("id"),
                "training": dataclasses.asdict(self.training), "lfb": __version__, "metrics": 2,
-               "code": reference_code_fingerprint()}
+               "code": reference_code_fingerprint(name)}
         if corpus.kind != "split":
             key["public"] = corpus.sha256
-        if config is not None:
+        if config is not None:  # the generator-only row: also the generator's weights and the dtype it samples in
+            from largefedbench.models.precision import generation_dtype
+
             key["config"] = config
+            key["generator"] = info.get("generator", {}).get("sha256") or info.get("generator", {}).get("id")
+            key["sampling"] = [self.bundle.device.type, str(generation_dtype(self.bundle.device))]
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
         home = self.prep.request.home or lfb_home()
         return Path(home) / "references" / digest / (f"{name}-seed{seed}.json" if seed is not None else f"{name}.json")
