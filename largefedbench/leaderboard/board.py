@@ -43,7 +43,7 @@ class Row:
     bucket: str = ""
     rank: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
-    other_generator_only: bool = False  # its generator-only numbers are not the group's newest (mark_other_generator_only_rows)
+    other_generator_only: bool = False  # its generator-only numbers are not its group's newest (marked with †)
 
     @property
     def record_href(self) -> str:

@@ -100,10 +100,10 @@ def _novel_text(row: Row) -> str:
 
 #: marks a row whose generator-only numbers are not its group's newest (the footnote under the group)
 OTHER_GENERATOR_ONLY = "†"
-OTHER_GENERATOR_ONLY_NOTE = ("† its generator-only numbers (a generator-only entry's own, or those its gain is over) "
-                             "differ, seed for seed, from those of the newest entry of the group that has them: another "
-                             "code version or environment wrote them, so that gain does not compare with the newer "
-                             "entries' (re-run the entry)")
+OTHER_GENERATOR_ONLY_NOTE = ("† its generator-only numbers (a generator-only entry's own, or those its gain is "
+                             "over) differ, seed for seed, from those of the newest entry of the group that has them: "
+                             "another code version or environment wrote them, so that gain does not compare with the "
+                             "newer entries' (re-run the entry)")
 
 
 def _gain(row: Row) -> float | None:

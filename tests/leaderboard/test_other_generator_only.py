@@ -7,7 +7,7 @@ from types import SimpleNamespace as NS
 from largefedbench.leaderboard.board import Group, Row, mark_other_generator_only_rows
 from largefedbench.leaderboard.columns import OTHER_GENERATOR_ONLY, _gain_text
 
-OLD, NEW = [0.1551, 0.1576, 0.1534], [0.1510, 0.1556, 0.1537]  # the generator-only row before and after a sampler change
+OLD, NEW = [0.1551, 0.1576, 0.1534], [0.1510, 0.1556, 0.1537]  # generator-only before and after a sampler change
 
 
 def _row(method: str, seeds: list[int], top1: list[float], reference: list[float] | None = None, *,
