@@ -176,6 +176,9 @@ class EnvironmentSection(_Strict):
     #: where client functions ran: process (worker processes: isolated from the method), ray, or local (in the
     #: method's process; built-in methods only); None in entries written before issue 28
     client_executor: Literal["process", "ray", "local"] | None = None
+    #: the git commit each seed ran at, by seed, when one differs from ``git_commit`` (a run resumed from seeds that
+    #: an earlier checkout finished, e.g. committed run folders continued on another machine); None otherwise
+    seed_commits: dict[str, str | None] | None = None
 
 
 class RunConfig(_Strict):

@@ -53,7 +53,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
     test accuracy, ``reference_non_private`` the ε = ∞ model's per seed, ``reference_generator_only`` the no-signal
     row's per seed (synthetic-text methods); ``novel`` describes the window-novel tokens; ``audit`` an ``lfb audit``
     run's section."""
-    from largefedbench.environment import environment, peak_memory_mb
+    from largefedbench.environment import peak_memory_mb
     from largefedbench.paths import lfb_home
 
     method = prep.method
@@ -85,7 +85,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
         metrics=_metrics(results, reference_public, reference_non_private, reference_generator_only, novel),
         costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
-        environment=EnvironmentSection(**environment(), client_executor=prep.request.executor),
+        environment=_environment(results, prep.request.executor),
         seeds=[r.seed for r in results],
         config=RunConfig(method=config_to_dict(prep.config), preset=prep.preset, overrides=dict(prep.request.overrides),
                          profile=prep.profile.name,
@@ -94,6 +94,17 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         history=[r.history for r in results],
         **sections,
     )
+
+
+def _environment(results: list[SeedResult], executor: str) -> EnvironmentSection:
+    """This process's environment; ``seed_commits`` when a seed ran at another commit (None: a seed stored before
+    seeds recorded theirs)."""
+    from largefedbench.environment import environment
+
+    env = environment()
+    commits = {str(r.seed): (r.made_with or {}).get("git_commit") for r in results}
+    differs = any(c != env["git_commit"] for c in commits.values())
+    return EnvironmentSection(**env, client_executor=executor, seed_commits=commits if differs else None)
 
 
 def _calibrations(results: list[SeedResult]) -> dict[str, Any]:

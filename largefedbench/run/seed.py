@@ -16,6 +16,7 @@ import numpy as np
 from largefedbench import __version__, timing
 from largefedbench.config_overrides import config_to_dict
 from largefedbench.contract import PublicResources
+from largefedbench.environment import git_commit
 from largefedbench.errors import MethodError, PrivacyError
 from largefedbench.io import atomic_write_json
 from largefedbench.paths import lfb_home
@@ -264,6 +265,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         stage_seconds=timing.add_stages(method_stages,
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
+        made_with={"lfb_version": __version__, "git_commit": git_commit()},
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free

@@ -85,3 +85,43 @@ def test_entries_are_typed_and_written_as_the_json_they_were_read_from():
     with pytest.raises(KeyError), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         entry["no_such_section"]
+
+
+def test_an_entry_names_the_commit_of_each_seed_when_a_resumed_seed_ran_at_another(monkeypatch):
+    from largefedbench import environment
+    from largefedbench.run.entry import _environment
+
+    monkeypatch.setattr(environment, "git_commit", lambda: "c" * 40)
+    here = SeedResult(**{**STORED_BEFORE, "seed": 1}, made_with={"lfb_version": "0.3.0", "git_commit": "c" * 40})
+    assert _environment([here], "process").seed_commits is None  # every seed ran here: nothing to add
+    earlier = SeedResult(**STORED_BEFORE, made_with={"lfb_version": "0.3.0", "git_commit": "a" * 40})
+    before_recorded = SeedResult(**{**STORED_BEFORE, "seed": 2})  # stored before seeds recorded their commit
+    env = _environment([earlier, here, before_recorded], "process")
+    assert env.git_commit == "c" * 40
+    assert env.seed_commits == {"0": "a" * 40, "1": "c" * 40, "2": None}
+    assert SeedResult.from_json(earlier.to_json()).made_with == {"lfb_version": "0.3.0", "git_commit": "a" * 40}
+
+
+def test_a_finished_seed_can_be_committed_but_checkpoints_and_unreleased_diagnostics_cannot(tmp_path):
+    """.gitignore: a run resumes on another machine from committed seed results; nothing unreleased is committed."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(root / ".gitignore", repo / ".gitignore")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    run = Path("leaderboard/.runs/popri--demo-prose--cpu--eps4--0123456789")
+    kept = [run / "seed-0" / name for name in ("result.json", "synthetic.json", "synthetic-embeddings.npy")]
+    ignored = [run / "seed-0" / name for name in ("method-output.pt", "round-checkpoint.pt", "audit-release-scores.npz",
+                                                  "unreleased-diagnostics.json")] + [run / "unreleased-diagnostics.json"]
+    for path in kept + ignored:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("x")
+    out = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],
+                         capture_output=True, text=True, check=True).stdout
+    assert sorted(line[3:] for line in out.splitlines()) == sorted([".gitignore"] + [str(p) for p in kept])
