@@ -82,6 +82,8 @@ def hardware() -> dict[str, Any]:
         info["ram_gb"] = None
     import torch
 
+    # CPU results depend on it: a float reduction split over other threads rounds otherwise (docs/evaluation.md)
+    info["torch_threads"] = torch.get_num_threads()
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
         info["n_gpus"] = torch.cuda.device_count()

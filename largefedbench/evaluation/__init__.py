@@ -1,4 +1,5 @@
-"""Downstream evaluation (DESIGN.md §4, §8): next-token accuracy, downstream training, FID, gap closed."""
+"""Downstream evaluation (DESIGN.md §4, §8): next-token accuracy, downstream training, FID, gap closed, the
+synthetic texts' vocabulary distance and diversity."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from largefedbench.evaluation.accuracy import accuracy_counts, next_token_accura
 from largefedbench.evaluation.downstream import DownstreamResult, EpochRecord, evaluate_downstream, train_downstream
 from largefedbench.evaluation.fid import fid, mean_sq_distance
 from largefedbench.evaluation.gap import gap_closed
+from largefedbench.evaluation.text_stats import mean_pairwise_cosine, token_counts, unigram_jsd
 
 __all__ = [
     "DownstreamResult", "EpochRecord", "accuracy_counts", "evaluate_downstream", "fid", "gap_closed",
-    "mean_sq_distance", "next_token_accuracy", "train_downstream",
+    "mean_pairwise_cosine", "mean_sq_distance", "next_token_accuracy", "token_counts", "train_downstream", "unigram_jsd",
 ]

@@ -73,12 +73,16 @@ class Group:
     profile: str
     synthetic: bool
     public: str = "split"  # the entries' public resources (largefedbench.data.public_corpus)
+    #: the ε = 0 model's weights hash where LargeFedBench pretrained it: every reference of the group starts from
+    #: it, so entries on another checkpoint (another machine's float rounding, another code) form their own group
+    public_model: str = ""
     rows: list[Row] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, ...]:
         base = (self.dataset, self.window[0], self.content_sha256, self.profile)
-        return base if self.public == "split" else (*base, self.public)  # split groups keep their slugs
+        base = base if self.public == "split" else (*base, self.public)
+        return (*base, self.public_model) if self.public_model else base
 
     @property
     def slug(self) -> str:
@@ -90,7 +94,8 @@ class Group:
     def title(self) -> str:
         tag = " (synthetic demo data: checks the pipeline, not a result)" if self.synthetic else ""
         return (f"{self.dataset} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
-                f"({self.content_sha256[:12]}) · profile {self.profile} · public {self.public}{tag}")
+                f"({self.content_sha256[:12]}) · profile {self.profile} · public {self.public}"
+                f"{f' · ε = 0 model {self.public_model}' if self.public_model else ''}{tag}")
 
     def section(self, status: str) -> list[Row]:
         return [r for r in self.rows if r.status == status]
@@ -164,7 +169,7 @@ def build_board(reports: list[EntryReport]) -> Board:
         row.bucket = bucket_of(row.target_epsilon if row.status == "diagnostic" else row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
                       (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic,
-                      e.public_kind)
+                      e.public_kind, e.public_model)
         groups.setdefault(group.key, group).rows.append(row)
     for group in groups.values():
         group.rows.sort(key=_sort_key)
@@ -174,5 +179,6 @@ def build_board(reports: list[EntryReport]) -> Board:
                 if status == "ranked" and bucket != REFERENCES:
                     for i, row in enumerate(rows, 1):
                         row.rank = i
-    ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.public, g.content_sha256))
+    ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.public, g.content_sha256,
+                                                     g.public_model))
     return Board(ordered, sum(not r.valid for r in reports))

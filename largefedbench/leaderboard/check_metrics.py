@@ -21,7 +21,8 @@ def _stats(entry: Entry) -> dict[str, object]:
             stats[f"metrics.{section}.{k}"] = getattr(getattr(m, section), k)
     stats["metrics.validation_top1"] = m.validation_top1
     stats["metrics.gap_closed"] = m.gap_closed
-    for name in ("fid", "gain_over_generator_only", "gap_closed_over_generator_only", "topic_share"):
+    for name in ("fid", "gain_over_generator_only", "gap_closed_over_generator_only", "topic_share", "unigram_jsd",
+                 "pairwise_cosine"):
         if getattr(m, name) is not None:
             stats[f"metrics.{name}"] = getattr(m, name)
     if m.reference_generator_only is not None:
@@ -71,6 +72,10 @@ def check_metrics(entry: Entry) -> list[Finding]:
                              "top-k accuracy cannot fall as k grows", _FIX))
     if m.fid is not None and any(v < 0 for v in m.fid.per_seed + [m.fid.mean]):
         out.append(error("metrics-range", "metrics.fid", "FID is a squared distance and cannot be negative", _FIX))
+    for name, low, high in (("unigram_jsd", 0.0, 1.0), ("pairwise_cosine", -1.0, 1.0)):
+        stat = getattr(m, name)
+        if stat is not None and any(not low - METRIC_ATOL <= v <= high + METRIC_ATOL for v in stat.per_seed):
+            out.append(error("metrics-range", f"metrics.{name}", f"lies outside [{low:g}, {high:g}]", _FIX))
     if entry.method.output == "synthetic text" and m.fid is None:
         out.append(error("metrics-consistency", "metrics.fid", "a synthetic-text method's entry has no FID",
                          _FIX))

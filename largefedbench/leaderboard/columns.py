@@ -84,8 +84,9 @@ def _audited_text(row: Row) -> str:
     return f"≥ {_num(row.entry.audit.epsilon_lower_bound)}{flag}"
 
 
-def _fid(row: Row) -> float | None:
-    return row.entry.metrics.fid.mean if row.entry.metrics.fid is not None else None
+def _metric(name: str) -> Callable[[Row], float | None]:
+    """The mean of an optional per-seed metric (None where the entry has none)."""
+    return lambda row: getattr(row.entry.metrics, name).mean if getattr(row.entry.metrics, name) is not None else None
 
 
 def _novel(row: Row) -> float | None:
@@ -142,8 +143,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples, "
            "same pipeline, no client consulted), in points: mean ± std over seeds; † its generator-only numbers are "
            "not the group's newest", _gain, _gain_text),
-    Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)", _fid,
-           lambda r: _num(_fid(r), 4)),
+    Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)",
+           _metric("fid"), lambda r: _num(_metric("fid")(r), 4)),
+    Column("jsd", "Token JSD", "unigram Jensen–Shannon divergence (base 2) of the synthetic texts' downstream token ids "
+           "to the validation spans': how far their vocabulary is from the clients' (lower is closer)",
+           _metric("unigram_jsd"), lambda r: _num(_metric("unigram_jsd")(r), 3)),
+    Column("pair_cos", "Pairwise cos", "mean cosine between two synthetic samples' sentence embeddings: 1 when the "
+           "set collapsed into one text (real spans: about 0.1)", _metric("pairwise_cosine"),
+           lambda r: _num(_metric("pairwise_cosine")(r), 3)),
     Column("down", "Floats ↓ /client/round", "floats downloaded per client per round (POPri Table 2)",
            _cost("floats_down_per_client_per_round"), lambda r: _num(r.entry.costs.floats_down_per_client_per_round)),
     Column("up", "Floats ↑ /client/round", "floats uploaded per client per round (POPri Table 2)",

@@ -141,6 +141,8 @@ class MetricsSection(_Strict):
     gap_closed_over_generator_only: Stat | None = None  # (acc − acc_gen) / (acc∞ − acc_gen), per seed
     window_novel: WindowNovelSection | None = None
     topic_share: Stat | None = None  # demos: share of synthetic samples naming a private-only topic
+    unigram_jsd: Stat | None = None  # synthetic texts vs validation spans on the downstream's token ids (base 2)
+    pairwise_cosine: Stat | None = None  # mean cosine between two synthetic samples' sentence embeddings
 
 
 class PublicSection(_Strict):
@@ -272,6 +274,14 @@ class Entry(_Strict):
     def public_kind(self) -> str:
         """The kind of public resources the entry was run with (``split`` for entries that predate the choice)."""
         return self.public.kind if self.public is not None else "split"
+
+    @property
+    def public_model(self) -> str:
+        """The ε = 0 model's weights hash (first 12 hex digits) where LargeFedBench built it (the tiny, cpu and
+        cpu-wide downstreams, pretrained on the public corpus); "" for a hub model, named by its id alone."""
+        downstream = self.profile.get("downstream") if isinstance(self.profile, dict) else None
+        digest = downstream.get("sha256") if isinstance(downstream, dict) else None
+        return digest[:12] if isinstance(digest, str) else ""
 
     def to_json(self) -> dict[str, Any]:
         """The entry as the JSON object it is written as: the fields it was given (an optional section it does not

@@ -9,6 +9,9 @@ folder and published with one rename, so a killed build never leaves a half-writ
         tokenizer/bpe.tiktoken   the same BPE for tiktoken (identical ids)
         generator/               save_pretrained() of the pretrained generator
         downstream/              save_pretrained() of the pretrained downstream model (the eps=0 checkpoint)
+
+The cpu profile's downstream on the generic corpus is not pretrained: its checkpoint ships in ``checkpoints/``
+(see :data:`SHIPPED_CHECKPOINTS`) and is copied into the cache.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -78,10 +82,31 @@ def pretraining_sequences(tokenizer, texts: Sequence[str], spec: TinyGPT2) -> li
     return blocks
 
 
+#: CPU threads every pretraining runs on. The weights depend on how float sums are split across threads (3,600
+#: steps of the cpu downstream on 1 thread and on 2 end 0.4 points of top-1 apart), and the board's ε = 0 model is
+#: one checkpoint: a fixed count gives it on every machine with the same CPU kernels, whatever its core count.
+PRETRAIN_THREADS = 2
+
+
+@contextmanager
+def cpu_threads(device: torch.device, n: int):
+    """Run the block on ``n`` torch threads when ``device`` is the CPU (CUDA kernels do not use them)."""
+    if device.type != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_size: int, lr: float, seed: int,
                 pad_id: int, schedule: str = "constant", progress: bool = True, desc: str = "pretraining") -> dict[str, Any]:
     """Train a causal LM with AdamW for ``steps`` batches drawn without replacement (reshuffled each pass), at a
-    constant ``lr`` or one that decays to 0 on a cosine (``schedule="cosine"``)."""
+    constant ``lr`` or one that decays to 0 on a cosine (``schedule="cosine"``); on a CPU on
+    :data:`PRETRAIN_THREADS` threads, so the weights do not depend on the machine's core count."""
     if not sequences:
         raise InputError("no pretraining sequences (the public split is empty?)")
     device = next(model.parameters()).device
@@ -91,7 +116,7 @@ def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_
     model.train()
     losses, tokens, order, pos = [], 0, torch.empty(0, dtype=torch.long), 0
     start = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), cpu_threads(device, PRETRAIN_THREADS):
         torch.manual_seed(seed)
         for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
             if pos + batch_size > len(order):
@@ -109,7 +134,8 @@ def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_
             losses.append(loss.item())
             tokens += int(mask.sum())
     model.eval()
-    return {"steps": steps, "batch_size": batch_size, "lr": lr, "schedule": schedule, "tokens": tokens, "seconds": round(time.perf_counter() - start, 3),
+    return {"steps": steps, "batch_size": batch_size, "lr": lr, "schedule": schedule, "tokens": tokens,
+            "threads": PRETRAIN_THREADS if device.type == "cpu" else None, "seconds": round(time.perf_counter() - start, 3),
             "first_loss": round(losses[0], 4), "final_loss": round(float(np.mean(losses[-10:])), 4)}
 
 
@@ -135,11 +161,44 @@ def _spec(spec) -> dict[str, Any]:
     return out
 
 
+#: ε = 0 checkpoints published with the package, one folder per (profile, public corpus, model config): pretrained
+#: again, the weights differ on a CPU whose kernels round otherwise (AMX or not) or on another thread count, and every
+#: entry's references start from them, so the checkpoint is shipped rather than rebuilt (docs/evaluation.md)
+SHIPPED_CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+
+
+def shipped_downstream(profile: ModelProfile, corpus=None) -> Path | None:
+    """The shipped ε = 0 checkpoint of ``profile`` on ``corpus`` (a ``PublicCorpus``), if the package has one."""
+    if corpus is None or corpus.kind == "split":
+        return None
+    name = f"{profile.name}-downstream-{corpus.kind}-{corpus.sha256[:16]}-{tiny_fingerprint(profile)[:12]}"
+    folder = SHIPPED_CHECKPOINTS / name
+    return folder if (folder / "model.safetensors").is_file() else None
+
+
 def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None, corpus=None) -> Path:
     """Where the tiny models of ``profile`` trained on the public corpus ``corpus`` (default: ``fd``'s public split)
-    live (see the module docstring): a ``split`` corpus is keyed by the snapshot, another by its kind and hash."""
+    live (see the module docstring): a ``split`` corpus is keyed by the snapshot, another by its kind and hash; a
+    shipped checkpoint gets a folder of its own, so a cache pretrained here before never stands in for it."""
     key = fd.manifest["content_sha256"][:16] if corpus is None or corpus.kind == "split" else f"{corpus.kind}-{corpus.sha256[:16]}"
-    return home_root(root) / "models" / profile.name / key / tiny_fingerprint(profile)[:12]
+    shipped = "-shipped" if shipped_downstream(profile, corpus) is not None else ""
+    return home_root(root) / "models" / profile.name / key / (tiny_fingerprint(profile)[:12] + shipped)
+
+
+def _install_shipped(shipped: Path, target: Path) -> dict[str, Any]:
+    """Copy a shipped checkpoint into the cache (checking its hash); returns its manifest entry."""
+    import shutil
+
+    record = json.loads((shipped / "pretraining.json").read_text())
+    target.mkdir(parents=True)
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copyfile(shipped / name, target / name)
+    digest = weights_digest(target)
+    if digest != record["sha256"]:
+        raise InputError(f"the shipped checkpoint {shipped.name} hashes to {digest[:12]}, not {record['sha256'][:12]}: "
+                         "the installed package is damaged; reinstall LargeFedBench")
+    return {"config": record["config"], "n_params": record["n_params"], "sha256": digest,
+            "pretraining": {**record["pretraining"], "shipped": shipped.name}}
 
 
 def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool, corpus=None) -> None:
@@ -161,7 +220,11 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool, corpus=
                       "seconds": round(time.perf_counter() - t0, 3), "config": asdict(profile.tokenizer)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    shipped = shipped_downstream(profile, corpus)
     for role, spec in built_roles(profile):
+        if role == "downstream" and shipped is not None:
+            manifest[role] = _install_shipped(shipped, folder / role)
+            continue
         model = build_tiny_gpt2(spec, len(tokenizer), tokenizer.eos_token_id)
         stats = pretrain_lm(model, pretraining_sequences(tokenizer, public, spec), steps=spec.pretrain_steps,
                             batch_size=spec.pretrain_batch_size, lr=spec.pretrain_lr, schedule=spec.pretrain_schedule, seed=spec.seed,

@@ -173,9 +173,10 @@ def _metrics(results: list[SeedResult], public: dict[str, float], non_private: l
     section = _window_novel(results, public, non_private, generator_only, novel)
     if section is not None:
         extra["window_novel"] = section
-    shares = [r.topic_share for r in results if r.topic_share is not None]
-    if shares:
-        extra["topic_share"] = Stat(**_stat(shares))
+    for key in ("topic_share", "unigram_jsd", "pairwise_cosine"):  # when every seed has it (older seeds may not)
+        values = [getattr(r, key) for r in results]
+        if values and None not in values:
+            extra[key] = Stat(**_stat(values))
     return MetricsSection(
         next_token_accuracy=_accuracy([r.test for r in results]),
         validation_top1=UnitStat(**_stat([r.validation["top1"] for r in results])),

@@ -4,6 +4,7 @@ and :func:`run_seed` (the method under the budget, its artifact evaluated, the r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -66,6 +67,17 @@ class Evaluator:
         metrics = self.accuracy(model, self.test_texts)
         novel = self.accuracy(model, self.test_texts, targets=self.novel.ids) if self.novel.ids else {"top1": math.nan, "n_tokens": 0}
         return {**metrics, "novel_top1": novel["top1"], "novel_n_tokens": novel["n_tokens"]}
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        """The downstream tokenizer's id counts over ``texts``."""
+        from largefedbench.evaluation import token_counts
+
+        tok = self.bundle.tokenizer
+        return token_counts(tok(list(texts), add_special_tokens=False)["input_ids"], len(tok))
+
+    @functools.cached_property
+    def validation_counts(self) -> np.ndarray:
+        return self.token_counts(self.validation_texts)
 
     def replay_texts(self, n_texts: int, seed: int) -> list[str]:
         """The public spans mixed into a fine-tuning set of ``n_texts`` texts: ``public_replay`` × ``n_texts`` of them
@@ -176,13 +188,18 @@ class Evaluator:
         return resolve_method(name).cls
 
     def synthetic_stats(self, texts: list[str], embeddings: np.ndarray | None = None) -> dict[str, float]:
-        """FID of synthetic texts (or of their ``embeddings``, when already computed) to the validation spans and, on
-        the demos, the share naming a private-only topic."""
-        from largefedbench.evaluation import fid
+        """FID of synthetic texts (or of their ``embeddings``, when already computed) to the validation spans, their
+        unigram JSD to the validation spans and mean pairwise cosine (``evaluation.text_stats``) and, on the demos,
+        the share naming a private-only topic."""
+        from largefedbench.evaluation import fid, mean_pairwise_cosine, unigram_jsd
         from largefedbench.models import embed
 
         synth = embed(texts, self.bundle.embedder) if embeddings is None else embeddings
-        stats = {"fid": float(fid(synth, self.bundle.span_embeddings(self.prep.fd, "validation", progress=False)))}
+        stats = {"fid": float(fid(synth, self.bundle.span_embeddings(self.prep.fd, "validation", progress=False))),
+                 "pairwise_cosine": mean_pairwise_cosine(synth)}
+        counts = self.token_counts(texts)
+        if counts.sum() > 0:
+            stats["unigram_jsd"] = unigram_jsd(counts, self.validation_counts)
         if self.prep.fd.synthetic:
             from largefedbench.data.demo_lexicon import private_topic_share
 
@@ -262,6 +279,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         ledger=ledger.to_dict(), costs=fed.costs.summary(), method_seconds=method_seconds,
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
+        unigram_jsd=stats.get("unigram_jsd"), pairwise_cosine=stats.get("pairwise_cosine"),
         stage_seconds=timing.add_stages(method_stages,
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,

@@ -34,15 +34,18 @@ class SeedResult:
     n_synthetic: int | None
     audit: dict[str, Any] | None = None  # the canaries' scores (``lfb audit`` runs only)
     topic_share: float | None = None  # demos only: share of the synthetic samples naming a private-only topic
+    unigram_jsd: float | None = None  # synthetic texts vs validation spans, downstream token ids (evaluation.text_stats)
+    pairwise_cosine: float | None = None  # mean cosine between two synthetic samples' embeddings (1: one mode)
     stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
     calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
     made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (``result.json``): every field; ``audit``, ``topic_share``, ``stage_seconds``,
-        ``calibrations`` and ``made_with`` only when set."""
+        """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
+        statistics, ``stage_seconds``, ``calibrations``, ``made_with``) only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", "topic_share", "stage_seconds", "calibrations", "made_with"):
+        for key in ("audit", "topic_share", "unigram_jsd", "pairwise_cosine", "stage_seconds", "calibrations",
+                    "made_with"):
             if data[key] is None:
                 del data[key]
         return data

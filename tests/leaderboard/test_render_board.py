@@ -169,3 +169,28 @@ def test_entries_with_other_public_resources_are_never_ranked_together(produced,
     assert sorted(g.public for g in board.groups) == ["generic", "split"]
     assert all(len(g.rows) == 1 and g.rows[0].rank == 1 for g in board.groups)  # each ranked in its own group
     assert any("public generic" in g.title for g in board.groups)
+
+
+def test_entries_whose_public_model_was_pretrained_to_other_weights_are_never_ranked_together(produced, tmp_path):
+    """The ε = 0 checkpoint that LargeFedBench pretrains is part of the public resources: another machine's float
+    rounding gives other weights (and another public row), so those entries form their own group."""
+    import copy
+
+    from largefedbench.leaderboard.board import build_board
+    from largefedbench.leaderboard.validate import format_reports, validate_paths
+
+    from .entry_variants import with_seeds
+
+    entry, art = produced.entry.to_json(), produced.path.parent
+    here = relabel(with_seeds(entry, [0, 1, 2]), entry_id="checkpoint-a-row")
+    there = relabel(with_seeds(entry, [0, 1, 2]), entry_id="checkpoint-b-row")
+    assert here["profile"]["downstream"]["sha256"]  # the tiny profile's downstream is built and hashed
+    there["profile"] = copy.deepcopy(there["profile"])
+    there["profile"]["downstream"]["sha256"] = "0" * 64
+    paths = [save(tmp_path, here, artifacts_from=art), save(tmp_path, there, artifacts_from=art)]
+    reports = validate_paths(paths)
+    assert all(r.valid for r in reports), format_reports(reports)
+    board = build_board(reports)
+    assert sorted(g.public_model for g in board.groups) == sorted(["0" * 12, here["profile"]["downstream"]["sha256"][:12]])
+    assert all(len(g.rows) == 1 and g.rows[0].rank == 1 for g in board.groups)
+    assert any("ε = 0 model 000000000000" in g.title for g in board.groups)

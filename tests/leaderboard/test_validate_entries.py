@@ -160,6 +160,9 @@ BROKEN = [
         "top5": d["metrics"]["next_token_accuracy"]["top5"]}), "metrics-consistency", "metrics.next_token_accuracy",
      "cannot fall"),
     ("fid-missing-for-text", lambda d, b: _set(d, "metrics.fid", None), "metrics-consistency", "metrics.fid", "no FID"),
+    ("token-jsd-above-one", lambda d, b: _set(d, "metrics.unigram_jsd", {
+        "per_seed": [1.5] * len(d["seeds"]), "mean": 1.5, "std": 0.0}), "metrics-range", "metrics.unigram_jsd",
+     "outside [0, 1]"),
     ("seeds-missing", lambda d, b: _drop(d, "seeds"), "schema", "seeds", "required field is missing"),
     ("fewer-seeds-than-results", _two_seeds_three_results, "metrics-consistency",
      "metrics.next_token_accuracy.top1.per_seed", "3 values for 2 seeds"),

@@ -248,6 +248,7 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert w is not None and w.n_tokens > 0 and w.n_test_positions > 0 and w.k == 3.0
     assert 0 <= w.top1.mean <= 1 and w.reference_public <= 1
     assert m.topic_share is not None  # the demo knows its window's topics
+    assert 0 < m.unigram_jsd.mean < 1 and -1 <= m.pairwise_cosine.mean < 1  # the samples' vocabulary and diversity
     assert result.entry.public is None and result.entry.public_kind == "split"  # tiny: the snapshot's public split
     report, = validate_paths([result.path])
     assert report.valid, [f.message for f in report.findings]

@@ -1,0 +1,63 @@
+"""The cpu profile's ε = 0 model on the generic corpus ships with the package: pretrained again, its weights differ
+on a CPU with other kernels (AMX or not) or another thread count, and every entry's references start from it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from largefedbench.data.federated import load_snapshot
+from largefedbench.data.public_corpus import load_public_corpus
+from largefedbench.errors import InputError
+from largefedbench.models.identity import n_params
+from largefedbench.models.profiles import CPU, CPU_WIDE
+from largefedbench.models.tiny import load_tiny_lm, prepare_tiny_models, shipped_downstream
+
+
+@pytest.fixture(scope="module")
+def prose(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    fd = load_snapshot("demo-prose", home=home)
+    return fd, load_public_corpus("generic", fd), home
+
+
+def test_the_cpu_downstream_on_the_generic_corpus_is_installed_from_the_package_not_pretrained(prose):
+    fd, corpus, home = prose
+    shipped = shipped_downstream(CPU, corpus)
+    assert shipped is not None, "the cpu downstream's config or the generic corpus changed: ship a new checkpoint"
+    record = json.loads((shipped / "pretraining.json").read_text())
+    assert record["public"]["sha256"] == corpus.sha256 and record["pretraining"]["steps"] == CPU.downstream.pretrain_steps
+    t0 = time.perf_counter()
+    folder, hit = prepare_tiny_models(CPU, fd, root=home, corpus=corpus, progress=False)
+    assert not hit and time.perf_counter() - t0 < 300  # the BPE is trained; 3,600 steps are not
+    manifest = json.loads((folder / "manifest.json").read_text())
+    down = manifest["downstream"]
+    assert down["sha256"] == record["sha256"] and down["pretraining"]["shipped"] == shipped.name
+    assert folder.name.endswith("-shipped")  # a cache pretrained here before never stands in for it
+    assert manifest["tokenizer"]["sha256"] == record["tokenizer_sha256"]  # the ids its embeddings were trained on
+    model = load_tiny_lm(folder / "downstream", "cpu")
+    assert n_params(model) == down["n_params"] == record["n_params"]
+    assert prepare_tiny_models(CPU, fd, root=home, corpus=corpus, progress=False) == (folder, True)
+
+
+def test_other_profiles_and_the_split_corpus_have_no_shipped_checkpoint(prose):
+    fd, corpus, _ = prose
+    assert shipped_downstream(CPU_WIDE, corpus) is None  # 12.2M parameters: pretrained where it runs
+    assert shipped_downstream(CPU, load_public_corpus("split", fd)) is None
+
+
+def test_a_damaged_shipped_checkpoint_is_refused(prose, tmp_path, monkeypatch):
+    import shutil
+
+    from largefedbench.models import tiny
+
+    fd, corpus, _ = prose
+    copy = tmp_path / "checkpoints"
+    shutil.copytree(tiny.SHIPPED_CHECKPOINTS, copy)
+    for weights in copy.glob("*/model.safetensors"):
+        weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
+    monkeypatch.setattr(tiny, "SHIPPED_CHECKPOINTS", copy)
+    with pytest.raises(InputError, match="damaged; reinstall"):
+        prepare_tiny_models(CPU, fd, root=tmp_path / "home", corpus=corpus, progress=False)
