@@ -73,10 +73,10 @@ class Group:
     profile: str
     synthetic: bool
     public: str = "split"  # the entries' public resources (largefedbench.data.public_corpus)
-    #: the ε = 0 model's weights hash where LargeFedBench pretrained it: every reference of the group starts from
-    #: it, so entries on another checkpoint (another machine's float rounding, another code) form their own group
-    public_model: str = ""
     rows: list[Row] = field(default_factory=list)
+    #: the ε = 0 model's weights hash where LargeFedBench built it: every reference of the group starts from it, so
+    #: entries on another checkpoint (pretrained on another CPU or thread count) form their own group
+    public_model: str = ""
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -169,7 +169,7 @@ def build_board(reports: list[EntryReport]) -> Board:
         row.bucket = bucket_of(row.target_epsilon if row.status == "diagnostic" else row.epsilon)
         group = Group(e.dataset.name, e.dataset.snapshot, e.dataset.content_sha256,
                       (e.dataset.window.since, e.dataset.window.until), e.config.profile, e.dataset.synthetic,
-                      e.public_kind, e.public_model)
+                      e.public_kind, public_model=e.public_model)
         groups.setdefault(group.key, group).rows.append(row)
     for group in groups.values():
         group.rows.sort(key=_sort_key)

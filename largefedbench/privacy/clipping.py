@@ -7,18 +7,26 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["clip_rows"]
+__all__ = ["CLIP_MARGIN", "clip_rows"]
+
+#: a row above the clip is scaled to norm (1 − CLIP_MARGIN)·clip, not clip: the float32 norm of a row of a million
+#: entries is off by about 1e-6 relative (a clipped 1.3M-parameter update measured 1e-6 over the clip on a CPU
+#: without AMX), and the noise is calibrated for rows of norm at most clip
+CLIP_MARGIN = 1e-5
 
 
 def clip_rows(vectors: Any, clip: float) -> Any:
-    """Scale every row with L2 norm above ``clip`` down to norm ``clip`` (numpy or torch)."""
+    """Scale every row with L2 norm above ``clip`` down to norm ``(1 − CLIP_MARGIN)·clip`` (numpy or torch); rows at
+    or under the clip are returned as they are."""
     if type(vectors).__module__.split(".")[0] == "torch":
         import torch
 
         norms = torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
-        return vectors * torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
+        scale = torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
+        return vectors * torch.where(norms > clip, scale * (1 - CLIP_MARGIN), scale)
     vectors = np.asarray(vectors)
     if not np.issubdtype(vectors.dtype, np.floating):
         vectors = vectors.astype(np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors * np.minimum(1.0, clip / np.maximum(norms, 1e-12))
+    scale = np.minimum(1.0, clip / np.maximum(norms, 1e-12))
+    return vectors * np.where(norms > clip, scale * (1 - CLIP_MARGIN), scale)

@@ -248,6 +248,9 @@ def prepare(request: EvalRequest) -> Prepared:
         key["declared"] = {"label": method.name, "made_with": request.made_with}
     if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids
         key["public"] = public_kind
+    shipped = _shipped_public_model(profile, public_kind)
+    if shipped is not None:  # a shipped ε = 0 model: these entries are not those made on a checkpoint pretrained here
+        key["public_model"] = shipped
     entry_id = _entry_id(method.name, fd, profile.name, budget, key)
     # finished seeds are reused only under the same profile settings (models, downstream training), not just its name
     settings = {k: v for k, v in dataclasses.asdict(profile).items() if k not in ("description", "preset", "default_dataset")}
@@ -257,6 +260,19 @@ def prepare(request: EvalRequest) -> Prepared:
     dataset = fd.manifest["dataset"].lower()
     path = request.out / "entries" / dataset / method.name / f"{entry_id}.json"
     return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id, public_spec)
+
+
+def _shipped_public_model(profile, public_kind: str) -> str | None:
+    """The weights hash (12 hex digits) of the ε = 0 checkpoint the package ships for ``profile`` on public corpora of
+    ``public_kind`` (``models/checkpoints/``), or None where the checkpoint is built where the run happens."""
+    from largefedbench.models.profiles import TinyGPT2
+    from largefedbench.models.tiny import SHIPPED_CHECKPOINTS, tiny_fingerprint
+
+    if public_kind == "split" or not isinstance(profile.downstream, TinyGPT2):
+        return None
+    pattern = f"{profile.name}-downstream-{public_kind}-*-{tiny_fingerprint(profile)[:12]}/pretraining.json"
+    found = sorted(SHIPPED_CHECKPOINTS.glob(pattern))
+    return json.loads(found[-1].read_text())["sha256"][:12] if found else None
 
 
 # -- the whole run ----------------------------------------------------------------------------------------------

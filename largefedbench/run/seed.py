@@ -68,12 +68,6 @@ class Evaluator:
         novel = self.accuracy(model, self.test_texts, targets=self.novel.ids) if self.novel.ids else {"top1": math.nan, "n_tokens": 0}
         return {**metrics, "novel_top1": novel["top1"], "novel_n_tokens": novel["n_tokens"]}
 
-    @property
-    def public_model(self) -> str:
-        """The ε = 0 model's weights hash (12 hex digits; "" for a hub model): a stored seed is reused only on it."""
-        digest = (self.bundle.describe().get("downstream") or {}).get("sha256")
-        return digest[:12] if isinstance(digest, str) else ""
-
     def token_counts(self, texts: list[str]) -> np.ndarray:
         """The downstream tokenizer's id counts over ``texts``."""
         from largefedbench.evaluation import token_counts
@@ -219,12 +213,8 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     seed_dir = prep.run_dir / f"seed-{seed}"
     done = seed_dir / "result.json"
     if done.exists():
-        stored = SeedResult.from_json(json.loads(done.read_text()), done)
-        model = (stored.made_with or {}).get("public_model")
-        if model is None or model == ev.public_model:
-            log(f"seed {seed}: already done, reusing {done}")
-            return stored
-        log(f"seed {seed}: {done} started from the ε = 0 model {model}, this run's is {ev.public_model}: running it again")
+        log(f"seed {seed}: already done, reusing {done}")
+        return SeedResult.from_json(json.loads(done.read_text()), done)
     cls, budget = prep.method_cls, prep.budget
     seed_dir.mkdir(parents=True, exist_ok=True)
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
@@ -293,7 +283,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         stage_seconds=timing.add_stages(method_stages,
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
-        made_with={"lfb_version": __version__, "git_commit": git_commit(), "public_model": ev.public_model},
+        made_with={"lfb_version": __version__, "git_commit": git_commit()},
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free

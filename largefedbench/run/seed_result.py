@@ -38,7 +38,7 @@ class SeedResult:
     pairwise_cosine: float | None = None  # mean cosine between two synthetic samples' embeddings (1: one mode)
     stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
     calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
-    made_with: dict[str, Any] | None = None  # lfb version, git commit and ε = 0 model hash the seed ran with
+    made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text

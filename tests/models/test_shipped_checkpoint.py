@@ -61,3 +61,15 @@ def test_a_damaged_shipped_checkpoint_is_refused(prose, tmp_path, monkeypatch):
     monkeypatch.setattr(tiny, "SHIPPED_CHECKPOINTS", copy)
     with pytest.raises(InputError, match="damaged; reinstall"):
         prepare_tiny_models(CPU, fd, root=tmp_path / "home", corpus=corpus, progress=False)
+
+
+def test_entries_on_a_shipped_public_model_get_ids_of_their_own():
+    """Their ids name the shipped weights, so they never overwrite an entry made on a checkpoint pretrained before."""
+    from largefedbench.models.profiles import TINY
+    from largefedbench.models.tiny import SHIPPED_CHECKPOINTS
+    from largefedbench.run.eval import _shipped_public_model
+
+    record, = SHIPPED_CHECKPOINTS.glob("cpu-downstream-generic-*/pretraining.json")
+    assert _shipped_public_model(CPU, "generic") == json.loads(record.read_text())["sha256"][:12]
+    assert _shipped_public_model(CPU, "split") is None and _shipped_public_model(CPU_WIDE, "generic") is None
+    assert _shipped_public_model(TINY, "split") is None

@@ -125,23 +125,3 @@ def test_a_finished_seed_can_be_committed_but_checkpoints_and_unreleased_diagnos
     out = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],
                          capture_output=True, text=True, check=True).stdout
     assert sorted(line[3:] for line in out.splitlines()) == sorted([".gitignore"] + [str(p) for p in kept])
-
-
-def test_a_stored_seed_from_another_public_model_is_not_reused(tmp_path):
-    """A finished seed committed on one machine and resumed on another is reused only on the same ε = 0 weights."""
-    (tmp_path / "seed-0").mkdir()
-    stored = {**STORED_BEFORE, "made_with": {"lfb_version": "0.3.0", "git_commit": "a" * 40, "public_model": "aaaaaaaaaaaa"}}
-    (tmp_path / "seed-0" / "result.json").write_text(json.dumps(stored))
-    same = SimpleNamespace(public_model="aaaaaaaaaaaa")
-    logs: list[str] = []
-    assert run_seed(SimpleNamespace(run_dir=tmp_path), same, 0, logs.append).made_with == stored["made_with"]
-
-    class Rerun(Exception):
-        pass
-
-    other = SimpleNamespace(public_model="bbbbbbbbbbbb")
-    other.federation = lambda cls, seed: (_ for _ in ()).throw(Rerun())  # the seed is run again: stop there
-    prep = SimpleNamespace(run_dir=tmp_path, method_cls=None, budget=None)
-    with pytest.raises(Rerun):
-        run_seed(prep, other, 0, logs.append)
-    assert "started from the ε = 0 model aaaaaaaaaaaa, this run's is bbbbbbbbbbbb: running it again" in logs[-1]
