@@ -167,13 +167,20 @@ def _spec(spec) -> dict[str, Any]:
 SHIPPED_CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 
-def shipped_downstream(profile: ModelProfile, corpus=None) -> Path | None:
-    """The shipped ε = 0 checkpoint of ``profile`` on ``corpus`` (a ``PublicCorpus``), if the package has one."""
-    if corpus is None or corpus.kind == "split":
+def shipped_downstream(profile: ModelProfile, kind: str, corpus_sha256: str | None = None) -> Path | None:
+    """The folder of the ε = 0 checkpoint the package ships for ``profile`` on public corpora of ``kind`` (and with
+    that ``corpus_sha256``, when given), or None where the checkpoint is built where the run happens."""
+    if kind == "split":
         return None
-    name = f"{profile.name}-downstream-{corpus.kind}-{corpus.sha256[:16]}-{tiny_fingerprint(profile)[:12]}"
-    folder = SHIPPED_CHECKPOINTS / name
-    return folder if (folder / "model.safetensors").is_file() else None
+    corpus = corpus_sha256[:16] if corpus_sha256 else "*"
+    found = sorted(folder for folder in SHIPPED_CHECKPOINTS.glob(
+        f"{profile.name}-downstream-{kind}-{corpus}-{tiny_fingerprint(profile)[:12]}")
+        if (folder / "model.safetensors").is_file())
+    return found[-1] if found else None
+
+
+def _shipped_for(profile: ModelProfile, corpus) -> Path | None:
+    return None if corpus is None else shipped_downstream(profile, corpus.kind, corpus.sha256)
 
 
 def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None, corpus=None) -> Path:
@@ -181,7 +188,7 @@ def tiny_cache_dir(profile: ModelProfile, fd, root: Path | None = None, corpus=N
     live (see the module docstring): a ``split`` corpus is keyed by the snapshot, another by its kind and hash; a
     shipped checkpoint gets a folder of its own, so a cache pretrained here before never stands in for it."""
     key = fd.manifest["content_sha256"][:16] if corpus is None or corpus.kind == "split" else f"{corpus.kind}-{corpus.sha256[:16]}"
-    shipped = "-shipped" if shipped_downstream(profile, corpus) is not None else ""
+    shipped = "-shipped" if _shipped_for(profile, corpus) is not None else ""
     return home_root(root) / "models" / profile.name / key / (tiny_fingerprint(profile)[:12] + shipped)
 
 
@@ -220,7 +227,7 @@ def _build_tiny(profile: ModelProfile, fd, folder: Path, progress: bool, corpus=
                       "seconds": round(time.perf_counter() - t0, 3), "config": asdict(profile.tokenizer)},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    shipped = shipped_downstream(profile, corpus)
+    shipped = _shipped_for(profile, corpus)
     for role, spec in built_roles(profile):
         if role == "downstream" and shipped is not None:
             manifest[role] = _install_shipped(shipped, folder / role)

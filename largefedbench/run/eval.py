@@ -265,14 +265,10 @@ def prepare(request: EvalRequest) -> Prepared:
 def _shipped_public_model(profile, public_kind: str) -> str | None:
     """The weights hash (12 hex digits) of the ε = 0 checkpoint the package ships for ``profile`` on public corpora of
     ``public_kind`` (``models/checkpoints/``), or None where the checkpoint is built where the run happens."""
-    from largefedbench.models.profiles import TinyGPT2
-    from largefedbench.models.tiny import SHIPPED_CHECKPOINTS, tiny_fingerprint
+    from largefedbench.models.tiny import shipped_downstream
 
-    if public_kind == "split" or not isinstance(profile.downstream, TinyGPT2):
-        return None
-    pattern = f"{profile.name}-downstream-{public_kind}-*-{tiny_fingerprint(profile)[:12]}/pretraining.json"
-    found = sorted(SHIPPED_CHECKPOINTS.glob(pattern))
-    return json.loads(found[-1].read_text())["sha256"][:12] if found else None
+    folder = shipped_downstream(profile, public_kind)
+    return json.loads((folder / "pretraining.json").read_text())["sha256"][:12] if folder is not None else None
 
 
 # -- the whole run ----------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def prose(tmp_path_factory):
 
 def test_the_cpu_downstream_on_the_generic_corpus_is_installed_from_the_package_not_pretrained(prose):
     fd, corpus, home = prose
-    shipped = shipped_downstream(CPU, corpus)
+    shipped = shipped_downstream(CPU, corpus.kind, corpus.sha256)
     assert shipped is not None, "the cpu downstream's config or the generic corpus changed: ship a new checkpoint"
     record = json.loads((shipped / "pretraining.json").read_text())
     assert record["public"]["sha256"] == corpus.sha256 and record["pretraining"]["steps"] == CPU.downstream.pretrain_steps
@@ -44,8 +44,9 @@ def test_the_cpu_downstream_on_the_generic_corpus_is_installed_from_the_package_
 
 def test_other_profiles_and_the_split_corpus_have_no_shipped_checkpoint(prose):
     fd, corpus, _ = prose
-    assert shipped_downstream(CPU_WIDE, corpus) is None  # 12.2M parameters: pretrained where it runs
-    assert shipped_downstream(CPU, load_public_corpus("split", fd)) is None
+    assert shipped_downstream(CPU_WIDE, corpus.kind, corpus.sha256) is None  # 12.2M parameters: pretrained where it runs
+    assert shipped_downstream(CPU, "split") is None
+    assert shipped_downstream(CPU, "generic", "0" * 64) is None  # another generic corpus: its own checkpoint or none
 
 
 def test_a_damaged_shipped_checkpoint_is_refused(prose, tmp_path, monkeypatch):
