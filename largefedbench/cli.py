@@ -56,6 +56,13 @@ def _show(args, obj: Any, text: Callable[[], str]) -> int:
     return 0
 
 
+def _progress(command: str, quiet: bool = False) -> Callable[[str], None]:
+    """A command's progress log: ``lfb COMMAND: message`` lines on stderr, or nothing when ``quiet``."""
+    if quiet:
+        return lambda msg: None
+    return lambda msg: print(f"lfb {command}: {msg}", file=sys.stderr)
+
+
 # --- data ----------------------------------------------------------------------------------------------
 def cmd_data_demo(args) -> int:
     from largefedbench.data.demo import build_demo
@@ -350,7 +357,7 @@ def cmd_eval(args) -> int:
 def cmd_bench_scale(args) -> int:
     from largefedbench.bench.scale import format_report, run_scale
 
-    log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(f"lfb bench: {msg}", file=sys.stderr))
+    log = _progress("bench", args.quiet or args.json)
     report = run_scale(args.clients, args.samples, dim=args.dim, executor=args.executor, ray_address=args.ray_address,
                        seed=args.seed, path=args.path, progress=not args.quiet, log=log)
     return _show(args, report.to_dict(), lambda: format_report(report))
@@ -360,7 +367,7 @@ def cmd_bench_llm(args) -> int:
     from largefedbench.bench.llm import format_table, run_llm_bench
     from largefedbench.errors import InputError
 
-    log = (lambda msg: None) if args.quiet or args.json else (lambda msg: print(f"lfb bench: {msg}", file=sys.stderr))
+    log = _progress("bench", args.quiet or args.json)
     for name in ("prompts", "new_tokens", "fid_samples", "dpo_pairs"):
         if getattr(args, name) < (1 if name in ("prompts", "new_tokens") else 0):
             raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
@@ -396,7 +403,7 @@ def cmd_audit(args) -> int:
             preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
             public=args.public,
         )
-        result = run_eval(request, log=lambda msg: print(f"lfb audit: {msg}", file=sys.stderr), audit=audit)
+        result = run_eval(request, log=_progress("audit"), audit=audit)
         results.append(result)
     if args.json:
         entries = [r.entry.to_json() for r in results]
@@ -456,7 +463,7 @@ def cmd_leaderboard_reproduce(args) -> int:
     from largefedbench.run.reproduce import Tolerances, reproduce
 
     tol = Tolerances(accuracy=args.accuracy_tolerance)
-    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb reproduce: {msg}", file=sys.stderr))
+    log = _progress("reproduce", args.quiet)
     if args.sample is not None:
         from largefedbench.run.sample import reproduce_sample
 
@@ -488,7 +495,7 @@ def cmd_leaderboard_reproduce(args) -> int:
 def cmd_leaderboard_submit(args) -> int:
     from largefedbench.run.submit import submit
 
-    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb submit: {msg}", file=sys.stderr))
+    log = _progress("submit", args.quiet)
     result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home, log=log)
     _show(args, result.to_dict(), result.format)
     return 0 if result.ok else 1
@@ -497,7 +504,7 @@ def cmd_leaderboard_submit(args) -> int:
 def cmd_smoke(args) -> int:
     from largefedbench.run.smoke import smoke
 
-    log = (lambda msg: None) if args.quiet else (lambda msg: print(f"lfb smoke: {msg}", file=sys.stderr))
+    log = _progress("smoke", args.quiet)
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
                    seed=args.seed, home=args.home, log=log)
     _show(args, report.to_dict(), report.format)

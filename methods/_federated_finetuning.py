@@ -72,6 +72,13 @@ class FineTuningConfig:
         """A few seconds on the demo snapshot: 3 rounds of ~100 clients, at most 2 local steps each."""
         return cls(rounds=3, clients_per_round=100, max_local_steps=2, client_lr=0.05, clip=0.5)
 
+    @classmethod
+    def cpu(cls):
+        """The ``cpu`` profile's 1.2M-parameter downstream model: 10 rounds of ~300 clients, at most 4 local steps
+        (DP-FTRL too, POPri App. C.2: "similar to DP-FedAvg"; on demo-prose's 1,549 clients, 2 epochs of 5 disjoint
+        cohorts)."""
+        return cls(rounds=10, clients_per_round=300, max_local_steps=4, client_lr=0.05, clip=0.5)
+
     def local(self) -> LocalSGD:
         return LocalSGD(lr=self.client_lr, batch_size=self.client_batch_size, epochs=self.local_epochs,
                         max_steps=self.max_local_steps)

@@ -36,11 +36,6 @@ __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 class DPFedAvgConfig(FineTuningConfig):
     """DP-FedAvg settings (see :class:`FineTuningConfig`; server lr 1 is plain averaging)."""
 
-    @classmethod
-    def cpu(cls) -> DPFedAvgConfig:
-        """The ``cpu`` profile's 1.2M-parameter downstream model: 10 rounds of ~300 clients, at most 4 local steps."""
-        return cls(rounds=10, clients_per_round=300, max_local_steps=4, client_lr=0.05, clip=0.5)
-
 
 class PoissonServer(ModelServer):
     """Poisson cohorts at q, ``Gaussian(σ)`` sums, the fixed-denominator SGD step (:class:`ServerOptimizer`)."""

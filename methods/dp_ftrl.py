@@ -50,17 +50,11 @@ __all__ = ["DPFTRL", "DPFTRLConfig"]
 @dataclass(frozen=True)
 class DPFTRLConfig(FineTuningConfig):
     """DP-FTRL settings; POPri App. C.2: "similar to DP-FedAvg other than the noise multipliers" (see
-    :class:`FineTuningConfig`), server momentum 0.9 and server lr 1 as Kairouz et al. See the module docstring for
-    ``calibrate_as_paper``."""
+    :class:`FineTuningConfig`), server momentum 0.9 and server lr 1 as Kairouz et al.; the ``cpu`` preset is
+    DP-FedAvg's (:meth:`FineTuningConfig.cpu`). See the module docstring for ``calibrate_as_paper``."""
 
     server_momentum: float = 0.9
     calibrate_as_paper: bool = False
-
-    @classmethod
-    def cpu(cls) -> DPFTRLConfig:
-        """The ``cpu`` profile: DP-FedAvg's cpu settings (POPri App. C.2: "similar to DP-FedAvg"), 10 rounds of 300
-        clients — on demo-prose's 1,549 clients, 2 epochs of 5 disjoint cohorts."""
-        return cls(rounds=10, clients_per_round=300, max_local_steps=4, client_lr=0.05, clip=0.5)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -119,6 +119,11 @@ class Board:
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.rows)
 
+    @staticmethod
+    def buckets_text() -> str:
+        """The ε buckets as the pages list them: ``"ε ≤ 1, 1 < ε ≤ 4, 4 < ε ≤ 8, ε > 8"``."""
+        return ", ".join(label for label, _ in EPSILON_BUCKETS)
+
     def counts_text(self) -> str:
         """``"3 ranked, 1 unranked, 0 possibly contaminated"`` (+ diagnostics when there are any)."""
         text = (f"{self.count('ranked')} ranked, {self.count('unranked')} unranked, "

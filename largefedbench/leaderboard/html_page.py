@@ -8,7 +8,6 @@ import math
 from html import escape
 
 from largefedbench.leaderboard.board import (
-    EPSILON_BUCKETS,
     SECTION_TITLES,
     SECTIONS,
     Board,
@@ -161,7 +160,7 @@ def _group(group: Group, plots: dict[str, str]) -> str:
 
 
 def render_html(board: Board, plots: dict[str, dict[str, str]]) -> str:
-    buckets = ", ".join(label for label, _ in EPSILON_BUCKETS)
+    buckets = board.buckets_text()
     invalid = (f'<p class="notice">{board.n_invalid} invalid entries are not shown: run '
                "<code>lfb leaderboard validate</code> to see why.</p>") if board.n_invalid else ""
     groups = "".join(_group(g, plots.get(g.slug, {})) for g in board.groups) or \

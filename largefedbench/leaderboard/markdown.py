@@ -6,7 +6,6 @@ import html
 import re
 
 from largefedbench.leaderboard.board import (
-    EPSILON_BUCKETS,
     SECTION_TITLES,
     SECTIONS,
     Board,
@@ -62,7 +61,7 @@ def _group(group: Group, plots: dict[str, str]) -> list[str]:
 
 def render_markdown(board: Board, plots: dict[str, dict[str, str]]) -> str:
     """The whole README; ``plots`` maps a group slug to {"frontier"|"costs": relative path}."""
-    buckets = ", ".join(label for label, _ in EPSILON_BUCKETS)
+    buckets = board.buckets_text()
     summary = f"{len(board.rows)} valid entries: {board.counts_text()}."
     if board.n_invalid:
         summary += f" {board.n_invalid} invalid entries are not shown (`lfb leaderboard validate` says why)."

@@ -57,11 +57,16 @@ def dp_accounting():
     return lib
 
 
-def _noise_multiplier(value: Any) -> float:
+def _number(name: str, value: Any, expected: str = "") -> float:
+    """``value`` as a float, or a PrivacyError saying that ``name`` must be a number (``expected``: where)."""
     try:
-        sigma = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        raise PrivacyError(f"noise_multiplier must be a number, got {value!r}.") from None
+        raise PrivacyError(f"{name} must be a number{expected}, got {value!r}.") from None
+
+
+def _noise_multiplier(value: Any) -> float:
+    sigma = _number("noise_multiplier", value)
     if not math.isfinite(sigma) or sigma < 0:
         raise PrivacyError(
             f"noise_multiplier must be finite and ≥ 0 (0 = no noise), got {value!r}; "
@@ -71,10 +76,7 @@ def _noise_multiplier(value: Any) -> float:
 
 
 def _sample_rate(value: Any) -> float:
-    try:
-        q = float(value)
-    except (TypeError, ValueError):
-        raise PrivacyError(f"sample_rate must be a number in (0, 1], got {value!r}.") from None
+    q = _number("sample_rate", value, " in (0, 1]")
     if not 0.0 < q <= 1.0:
         raise PrivacyError(
             f"sample_rate must be in (0, 1] (the Poisson probability that a client takes part in a "
@@ -91,6 +93,8 @@ RELATIONS = ("add_remove", "replace_one", "replace_special")
 EVENT_SAMPLINGS = ("poisson", "fixed", "none")
 #: the fields that state an event's assumptions (older ledgers lack them: their class defaults apply)
 ASSUMPTION_FIELDS = ("relation", "sampling", "sensitivity")
+#: how an event's own fields are checked; every other one (steps, rounds_per_epoch, epochs, count) is a count ≥ 1
+_FIELD_CHECKS = {"noise_multiplier": _noise_multiplier, "sample_rate": _sample_rate}
 
 
 def _assumptions(event: Any) -> None:
@@ -100,10 +104,7 @@ def _assumptions(event: Any) -> None:
     if event.sampling not in EVENT_SAMPLINGS:
         raise PrivacyError(f"sampling={event.sampling!r}: a ledger event's sampling is one of "
                            f"{', '.join(EVENT_SAMPLINGS)}.")
-    try:
-        sensitivity = float(event.sensitivity)
-    except (TypeError, ValueError):
-        raise PrivacyError(f"sensitivity must be a number (in clip norms), got {event.sensitivity!r}.") from None
+    sensitivity = _number("sensitivity", event.sensitivity, " (in clip norms)")
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise PrivacyError(f"sensitivity must be finite and > 0 (the L2 sensitivity in clip norms: 1 for add/remove, "
                            f"2 for replace-one), got {event.sensitivity!r}.")
@@ -111,14 +112,32 @@ def _assumptions(event: Any) -> None:
 
 
 class _EventBase:
-    """Shared JSON form, merging and re-noising for the frozen event dataclasses below."""
+    """Shared checks, JSON form, merging, re-noising and ``DpEvent`` for the frozen event dataclasses below."""
 
     type_name: ClassVar[str]
     dp_event_form: ClassVar[str]
     _count_field: ClassVar[str]
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name not in ASSUMPTION_FIELDS:
+                value = getattr(self, f.name)
+                check = _FIELD_CHECKS.get(f.name)
+                self._set(f.name, check(value) if check else positive_int(f.name, value))
+        _assumptions(self)
+
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
+
+    def _released_once(self, dpa):
+        """The ``DpEvent`` of one release (σ ≠ 0); ``to_dp_event`` composes it ``_count_field`` times."""
+        raise NotImplementedError
+
+    def to_dp_event(self):
+        dpa = dp_accounting()
+        if self.noise_multiplier == 0:
+            return dpa.NonPrivateDpEvent()
+        return dpa.SelfComposedDpEvent(self._released_once(dpa), getattr(self, self._count_field))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type_name, **{f.name: getattr(self, f.name) for f in fields(self)}}
@@ -175,18 +194,8 @@ class PoissonGaussianEvent(_EventBase):
     )
     _count_field: ClassVar[str] = "steps"
 
-    def __post_init__(self) -> None:
-        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
-        self._set("sample_rate", _sample_rate(self.sample_rate))
-        self._set("steps", positive_int("steps", self.steps))
-        _assumptions(self)
-
-    def to_dp_event(self):
-        dpa = dp_accounting()
-        if self.noise_multiplier == 0:
-            return dpa.NonPrivateDpEvent()
-        inner = dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.accounted_noise_multiplier))
-        return dpa.SelfComposedDpEvent(inner, self.steps)
+    def _released_once(self, dpa):
+        return dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.accounted_noise_multiplier))
 
 
 @dataclass(frozen=True)
@@ -207,18 +216,8 @@ class TreeAggregationEvent(_EventBase):
     )
     _count_field: ClassVar[str] = "epochs"
 
-    def __post_init__(self) -> None:
-        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
-        self._set("rounds_per_epoch", positive_int("rounds_per_epoch", self.rounds_per_epoch))
-        self._set("epochs", positive_int("epochs", self.epochs))
-        _assumptions(self)
-
-    def to_dp_event(self):
-        dpa = dp_accounting()
-        if self.noise_multiplier == 0:
-            return dpa.NonPrivateDpEvent()
-        inner = dpa.SingleEpochTreeAggregationDpEvent(self.accounted_noise_multiplier, self.rounds_per_epoch)
-        return dpa.SelfComposedDpEvent(inner, self.epochs)
+    def _released_once(self, dpa):
+        return dpa.SingleEpochTreeAggregationDpEvent(self.accounted_noise_multiplier, self.rounds_per_epoch)
 
 
 @dataclass(frozen=True)
@@ -236,16 +235,8 @@ class GaussianEvent(_EventBase):
     dp_event_form: ClassVar[str] = "SelfComposedDpEvent(GaussianDpEvent(noise_multiplier), count)"
     _count_field: ClassVar[str] = "count"
 
-    def __post_init__(self) -> None:
-        self._set("noise_multiplier", _noise_multiplier(self.noise_multiplier))
-        self._set("count", positive_int("count", self.count))
-        _assumptions(self)
-
-    def to_dp_event(self):
-        dpa = dp_accounting()
-        if self.noise_multiplier == 0:
-            return dpa.NonPrivateDpEvent()
-        return dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(self.accounted_noise_multiplier), self.count)
+    def _released_once(self, dpa):
+        return dpa.GaussianDpEvent(self.accounted_noise_multiplier)
 
 
 Event = Union[PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent]
