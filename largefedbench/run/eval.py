@@ -24,13 +24,14 @@ from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry
-from largefedbench.paths import check_writable_dir
+from largefedbench.paths import check_writable_dir, lfb_home
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.privacy.rules import check_delta
 from largefedbench.registry import ResolvedMethod
 from largefedbench.run.command import command_for
 from largefedbench.run.entry import build_entry
 from largefedbench.run.presets import preset_config
+from largefedbench.run.reference_lock import lock_path, locked_reference
 from largefedbench.run.seed import Evaluator, run_seed
 from largefedbench.run.seed_result import SeedResult
 
@@ -271,6 +272,14 @@ def _shipped_public_model(profile, public_kind: str) -> str | None:
     return json.loads((folder / "pretraining.json").read_text())["sha256"][:12] if folder is not None else None
 
 
+def _reference(prep: Prepared, ev: Evaluator, name: str, seed: int, log: Callable[[str], None]) -> dict[str, float]:
+    """The reference row ``name`` of ``seed``, computed by one run at a time among those sharing the home."""
+    row_seed = None if name == "public" else seed
+    path = lock_path(prep.request.home or lfb_home(), prep.fd.manifest["content_sha256"], name, row_seed)
+    what = f"{name} reference" + ("" if row_seed is None else f" of seed {seed}")
+    return locked_reference(lambda: ev.reference(name, seed), path, what=what, log=log)
+
+
 # -- the whole run ----------------------------------------------------------------------------------------------
 def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, audit: Any = None) -> EvalResult:
     """Run ``request`` (see :class:`EvalRequest`) and write its entry; returns the entry and where it is.
@@ -290,12 +299,12 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     # the no-signal row is our generator's; a declared set was made by another tool's (with other prompts)
     with_generator_row = (prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
                           and not prep.declared)
-    public = ev.reference("public", request.seeds[0])
+    public = _reference(prep, ev, "public", request.seeds[0], log)
     for seed in request.seeds:
         results.append(run_seed(prep, ev, seed, log, audit))
-        non_private.append(ev.reference("non-private", seed))
+        non_private.append(_reference(prep, ev, "non-private", seed, log))
         if with_generator_row:
-            generator_only.append(ev.reference("generator-only", seed))
+            generator_only.append(_reference(prep, ev, "generator-only", seed, log))
     section = None if audit is None else audit.section([r.to_json() for r in results], prep.budget)
     entry = build_entry(prep, bundle, results, reference_public=public, reference_non_private=non_private,
                         reference_generator_only=generator_only or None, novel=ev.novel.describe(),
