@@ -35,7 +35,8 @@ from largefedbench.run.reference_lock import lock_path, locked_reference
 from largefedbench.run.seed import Evaluator, run_seed
 from largefedbench.run.seed_result import SeedResult
 
-__all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval"]
+__all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval",
+           "shipped_public_model"]
 
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
@@ -249,7 +250,7 @@ def prepare(request: EvalRequest) -> Prepared:
         key["declared"] = {"label": method.name, "made_with": request.made_with}
     if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids
         key["public"] = public_kind
-    shipped = _shipped_public_model(profile, public_kind)
+    shipped = shipped_public_model(profile, public_kind)
     if shipped is not None:  # a shipped ε = 0 model: these entries are not those made on a checkpoint pretrained here
         key["public_model"] = shipped
     entry_id = _entry_id(method.name, fd, profile.name, budget, key)
@@ -263,7 +264,7 @@ def prepare(request: EvalRequest) -> Prepared:
     return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id, public_spec)
 
 
-def _shipped_public_model(profile, public_kind: str) -> str | None:
+def shipped_public_model(profile, public_kind: str) -> str | None:
     """The weights hash (12 hex digits) of the ε = 0 checkpoint the package ships for ``profile`` on public corpora of
     ``public_kind`` (``models/checkpoints/``), or None where the checkpoint is built where the run happens."""
     from largefedbench.models.tiny import shipped_downstream

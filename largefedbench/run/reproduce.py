@@ -106,7 +106,7 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
     from largefedbench.config_overrides import config_to_dict
     from largefedbench.registry import get_method
-    from largefedbench.run.eval import prepare
+    from largefedbench.run.eval import prepare, shipped_public_model
 
     retired = getattr(get_method(entry.method.name), "retired_settings", {})
     gone = sorted(k for k in entry.config.method if k in retired)
@@ -130,6 +130,14 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
                             f"{prep.fd.manifest['content_sha256'][:16]}…, the entry's is {entry.dataset.content_sha256[:16]}…: "
                             "get the same snapshot (e.g. from the hub, `--dataset hf://…`) or rebuild it with the same settings")
+    ours = shipped_public_model(prep.profile, entry.public_kind)
+    if ours is not None and entry.public_model and entry.public_model != ours:
+        raise InputError(f"the entry's ε = 0 model has weights {entry.public_model}, but this installation ships "
+                         f"{ours} for the {prep.profile.name} profile on {entry.public_kind} public resources; every "
+                         "reference and method of the entry starts from those weights, so its numbers cannot be "
+                         "reproduced here (they were pretrained on a CPU whose kernels give other weights: "
+                         f"docs/profiles.md). The board keeps it in its own group (ε = 0 model {entry.public_model}); "
+                         f"compare with the entries of group {ours}, or run the method again to add it there")
     if prep.profile.downstream_training.to_dict() != entry.config.downstream_training:
         notes.append("the profile's downstream training settings differ from the entry's: accuracies may move")
     if prep.method.target != entry.method.target:
@@ -202,6 +210,9 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
         again = run_eval(request, log=log or (lambda msg: None), audit=_audit(entry, progress))
         if out is not None:
             result.reproduced_path = again.path
+        if again.entry.public_model != entry.public_model:
+            result.notes.append(f"the ε = 0 model built here has weights {again.entry.public_model or '(a hub model)'}, "
+                                f"the entry's {entry.public_model or '(a hub model)'}: every accuracy may move with them")
         original = entry.model_dump(mode="json")
         result.comparisons = _compare(original, again.entry.model_dump(mode="json"), tolerances)
     return result

@@ -68,9 +68,31 @@ def test_entries_on_a_shipped_public_model_get_ids_of_their_own():
     """Their ids name the shipped weights, so they never overwrite an entry made on a checkpoint pretrained before."""
     from largefedbench.models.profiles import TINY
     from largefedbench.models.tiny import SHIPPED_CHECKPOINTS
-    from largefedbench.run.eval import _shipped_public_model
+    from largefedbench.run.eval import shipped_public_model
 
     record, = SHIPPED_CHECKPOINTS.glob("cpu-downstream-generic-*/pretraining.json")
-    assert _shipped_public_model(CPU, "generic") == json.loads(record.read_text())["sha256"][:12]
-    assert _shipped_public_model(CPU, "split") is None and _shipped_public_model(CPU_WIDE, "generic") is None
-    assert _shipped_public_model(TINY, "split") is None
+    assert shipped_public_model(CPU, "generic") == json.loads(record.read_text())["sha256"][:12]
+    assert shipped_public_model(CPU, "split") is None and shipped_public_model(CPU_WIDE, "generic") is None
+    assert shipped_public_model(TINY, "split") is None
+
+
+def test_an_entry_made_on_other_weights_is_refused_by_reproduce_before_any_model_runs(prose):
+    """The board's first cpu entries started from a checkpoint pretrained on a CPU with AMX; this install ships other
+    weights, so re-running them cannot give their numbers: reproduce says so at once instead of after an hour."""
+    from pathlib import Path
+
+    from largefedbench.run.reproduce import reproduce
+
+    _, _, home = prose
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    old = [p for p in sorted(board.glob("demo/public/public--demo-prose--cpu--*.json"))
+           if json.loads(p.read_text())["profile"]["downstream"].get("sha256", "").startswith("98e55e1f83c3")]
+    assert old, "the board's group on the earlier cpu checkpoint (98e55e1f83c3) is gone: pick another such entry"
+    from largefedbench.run.eval import shipped_public_model
+
+    ours = shipped_public_model(CPU, "generic")
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match=rf"weights 98e55e1f83c3, but this installation ships {ours} .* cannot be "
+                                         r"reproduced here"):
+        reproduce(old[0], home=home)
+    assert time.perf_counter() - t0 < 60
