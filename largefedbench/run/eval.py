@@ -24,14 +24,14 @@ from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry
-from largefedbench.paths import check_writable_dir, lfb_home
+from largefedbench.paths import check_writable_dir
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.privacy.rules import check_delta
 from largefedbench.registry import ResolvedMethod
 from largefedbench.run.command import command_for
 from largefedbench.run.entry import build_entry
 from largefedbench.run.presets import preset_config
-from largefedbench.run.reference_lock import lock_path, locked_reference
+from largefedbench.run.reference_lock import locked_reference
 from largefedbench.run.seed import Evaluator, run_seed
 from largefedbench.run.seed_result import SeedResult
 
@@ -264,21 +264,21 @@ def prepare(request: EvalRequest) -> Prepared:
     return Prepared(request, method, config, preset, budget, fd, profile, entry_id, path, run_id, public_spec)
 
 
-def shipped_public_model(profile, public_kind: str) -> str | None:
+def shipped_public_model(profile, public_kind: str, corpus_sha256: str | None = None) -> str | None:
     """The weights hash (12 hex digits) of the ε = 0 checkpoint the package ships for ``profile`` on public corpora of
-    ``public_kind`` (``models/checkpoints/``), or None where the checkpoint is built where the run happens."""
+    ``public_kind`` (and that ``corpus_sha256``, when given; ``models/checkpoints/``), or None where the checkpoint is
+    built where the run happens."""
     from largefedbench.models.tiny import shipped_downstream
 
-    folder = shipped_downstream(profile, public_kind)
+    folder = shipped_downstream(profile, public_kind, corpus_sha256)
     return json.loads((folder / "pretraining.json").read_text())["sha256"][:12] if folder is not None else None
 
 
 def _reference(prep: Prepared, ev: Evaluator, name: str, seed: int, log: Callable[[str], None]) -> dict[str, float]:
     """The reference row ``name`` of ``seed``, computed by one run at a time among those sharing the home."""
-    row_seed = None if name == "public" else seed
-    path = lock_path(prep.request.home or lfb_home(), prep.fd.manifest["content_sha256"], name, row_seed)
-    what = f"{name} reference" + ("" if row_seed is None else f" of seed {seed}")
-    return locked_reference(lambda: ev.reference(name, seed), path, what=what, log=log)
+    what = f"{name} reference" + ("" if name == "public" else f" of seed {seed}")
+    return locked_reference(lambda: ev.reference(name, seed), ev.reference_path(name, seed).with_suffix(".lock"),
+                            what=what, log=log)
 
 
 # -- the whole run ----------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Two ``lfb eval`` runs that share a home (two lanes of an experiment, a sweep over ε) need the same reference rows
 (public, non-private, generator-only) and would both compute an uncached row: minutes of the same work twice. A file
-lock per (snapshot, row, seed) under ``<home>/references/.locks/`` makes the second run wait for the first and then
-read the row the first one cached. Rows of different snapshots or seeds never wait for each other.
+lock beside the row's cache file (``<row>.lock``, so it is keyed exactly as the cache) makes the second run wait for
+the first and then read the row the first one cached. Rows with other cache keys never wait for each other. Where the
+home cannot hold a lock (read-only, another account's lock file) the row is read or computed without one.
 """
 
 from __future__ import annotations
@@ -16,23 +17,21 @@ from filelock import FileLock, Timeout
 __all__ = ["locked_reference"]
 
 
-def lock_path(home: Path, snapshot_sha256: str, name: str, seed: int | None) -> Path:
-    """The lock file of the row ``name`` of ``seed`` (None: the seedless public row) on one snapshot."""
-    row = name if seed is None else f"{name}-seed{seed}"
-    return Path(home) / "references" / ".locks" / f"{snapshot_sha256[:16]}-{row}.lock"
-
-
-def locked_reference(compute: Callable[[], dict[str, Any]], path: Path, *, what: str,
+def locked_reference(compute: Callable[[], dict[str, Any]], lock_file: Path, *, what: str,
                      log: Callable[[str], None]) -> dict[str, Any]:
-    """``compute()`` (which reads the row's cache or computes and caches it) holding the lock at ``path``; when another
-    process holds it, say so through ``log`` and wait."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(path)
+    """``compute()`` (which reads the row's cache or computes and caches it) holding the lock ``lock_file``; when
+    another process holds it, say so through ``log`` and wait."""
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log(f"another run sharing this home is computing the {what}; waiting for it (lock {path})")
-        lock.acquire()
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_file)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log(f"another run sharing this home is computing the {what}; waiting for it (lock {lock_file})")
+            lock.acquire()
+    except OSError as err:  # a read-only home: nothing to compute twice into it
+        log(f"cannot lock {lock_file} ({err.strerror or err}); the {what} is read or computed without the lock")
+        return compute()
     try:
         return compute()
     finally:

@@ -130,7 +130,7 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
                             f"{prep.fd.manifest['content_sha256'][:16]}…, the entry's is {entry.dataset.content_sha256[:16]}…: "
                             "get the same snapshot (e.g. from the hub, `--dataset hf://…`) or rebuild it with the same settings")
-    ours = shipped_public_model(prep.profile, entry.public_kind)
+    ours = shipped_public_model(prep.profile, entry.public_kind, entry.public.sha256 if entry.public else None)
     if ours is not None and entry.public_model and entry.public_model != ours:
         raise InputError(f"the entry's ε = 0 model has weights {entry.public_model}, but this installation ships "
                          f"{ours} for the {prep.profile.name} profile on {entry.public_kind} public resources; every "

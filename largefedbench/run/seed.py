@@ -155,8 +155,7 @@ class Evaluator:
         ``seed``, computed once and cached; the generator-only row runs with the run's preset."""
         cls = self._reference_class(name)
         config = self.reference_config(name)
-        path = self._reference_path(name, None if name == "public" else seed,
-                                    config_to_dict(config) if name == "generator-only" else None)
+        path = self.reference_path(name, seed)
         if path.exists():
             return json.loads(path.read_text())
         self.log(f"computing the {name} reference (ε = {cls.fixed_epsilon:g}, seed {seed}); cached for later runs")
@@ -169,6 +168,11 @@ class Evaluator:
         atomic_write_json(path, metrics)
         return metrics
 
+    def reference_path(self, name: str, seed: int) -> Path:
+        """Where the reference row ``name`` of ``seed`` is cached (the public row: one file for every seed)."""
+        config = config_to_dict(self.reference_config(name)) if name == "generator-only" else None
+        return self._reference_path(name, None if name == "public" else seed, config)
+
     def reference_config(self, name: str) -> Any:
         """The config a reference row runs with: the run's preset for the generator-only row, else the default."""
         cls = self._reference_class(name)
@@ -176,8 +180,7 @@ class Evaluator:
 
     def remember_reference(self, name: str, seed: int, metrics: dict[str, Any]) -> None:
         """Store a reference's metrics that a run of the reference method itself computed (same settings)."""
-        config = config_to_dict(self.reference_config(name)) if name == "generator-only" else None
-        path = self._reference_path(name, None if name == "public" else seed, config)
+        path = self.reference_path(name, seed)
         if not path.exists():
             atomic_write_json(path, jsonable(metrics))
 

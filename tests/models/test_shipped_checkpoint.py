@@ -96,3 +96,33 @@ def test_an_entry_made_on_other_weights_is_refused_by_reproduce_before_any_model
                                          r"reproduced here"):
         reproduce(old[0], home=home)
     assert time.perf_counter() - t0 < 60
+
+
+def test_entries_on_the_shipped_weights_the_split_or_a_wider_model_are_not_refused(prose, tmp_path):
+    """The refusal is for other ε = 0 weights only: the shipped group, entries on the snapshot's own split and the
+    cpu-wide profile (pretrained where it runs) all get a request to re-run."""
+    from pathlib import Path
+
+    from largefedbench.leaderboard.files import EntryFile, board_of
+    from largefedbench.leaderboard.validate import validate_entry_file
+    from largefedbench.run.eval import shipped_public_model
+    from largefedbench.run.reproduce import _prepare
+
+    _, _, home = prose
+    ours = shipped_public_model(CPU, "generic")
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    picks = {}
+    for path in sorted(board.glob("demo/*/*--demo-prose--cpu*--*.json")):
+        if path.name.endswith(".reproduced.json"):
+            continue
+        entry = json.loads(path.read_text())
+        group = ("shipped" if entry["profile"]["downstream"].get("sha256", "").startswith(ours) else
+                 "split" if entry.get("public", {}).get("kind", "split") == "split" else
+                 "cpu-wide" if entry["config"]["profile"] == "cpu-wide" else None)
+        if group and entry["method"]["name"] == "dp-fedavg":
+            picks.setdefault(group, path)
+    assert set(picks) == {"shipped", "split", "cpu-wide"}, picks
+    for path in picks.values():
+        entry = validate_entry_file(EntryFile(path, board_of(path))).entry
+        request = _prepare(entry, tmp_path / "board", home, False, [])  # raises InputError when refused
+        assert request.method == "dp-fedavg" and request.profile == entry.config.profile, path.name

@@ -330,3 +330,28 @@ def test_a_method_output_of_another_version_is_not_reused(tmp_path):
     assert load_method_output(path, fed, stamp, "cpu") == ({"texts": ["a"]}, [], 1.5, {"other": 1.5})
     assert fed.loaded == {"round": 3}
     assert load_method_output(tmp_path / "none.pt", Fed(), stamp, "cpu") is None
+
+
+def test_each_reference_row_is_locked_beside_its_own_cache_file(lfb_home, monkeypatch):
+    """The lock is keyed as the cache: the public row is one file (and one lock) for every seed, the others one per
+    seed, and a generator-only row of another preset never waits for this one."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from largefedbench.data.public_corpus import load_public_corpus
+    from largefedbench.run import eval as harness
+
+    prep = prepare(EvalRequest(method="popri", epsilon=4, out=lfb_home / "b"))
+    bundle = SimpleNamespace(describe=lambda: {"downstream": {"sha256": "d" * 64}, "generator": {"sha256": "g" * 64}},
+                             public_corpus=load_public_corpus("split", prep.fd), device=torch.device("cpu"))
+    ev = harness.Evaluator(prep, bundle, lambda m: None)
+    assert ev.reference_path("public", 0) == ev.reference_path("public", 1)
+    assert ev.reference_path("non-private", 0) != ev.reference_path("non-private", 1)
+    assert ev.reference_path("generator-only", 0).parent != ev.reference_path("non-private", 0).parent  # its config
+    locks = []
+    monkeypatch.setattr(harness, "locked_reference", lambda compute, lock, **kw: locks.append(lock) or {"top1": 0.0})
+    for name, seed in (("public", 0), ("public", 1), ("non-private", 1), ("generator-only", 2)):
+        harness._reference(prep, ev, name, seed, lambda m: None)
+    assert locks == [ev.reference_path(n, s).with_suffix(".lock")
+                     for n, s in (("public", 0), ("public", 0), ("non-private", 1), ("generator-only", 2))]
