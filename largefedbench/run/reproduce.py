@@ -123,9 +123,14 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         overrides.update({k: _as_override(v) for k, v in moved.items()})
         request = _request(entry, out, home, progress, overrides)
         prep = prepare(request)
-    if config_to_dict(prep.config) != wanted:
+    got = config_to_dict(prep.config)
+    if {k: v for k, v in got.items() if k in wanted} != wanted or set(wanted) - set(got):
         raise InputError(f"cannot rebuild the entry's method config {wanted} with this version of "
-                         f"{entry.method.name!r} (got {config_to_dict(prep.config)})")
+                         f"{entry.method.name!r} (got {got})")
+    newer = {k: v for k, v in got.items() if k not in wanted}
+    if newer:  # settings added since the entry: their values for the preset are what the entry's version did
+        notes.append(f"the method has settings the entry predates, run at their {entry.config.preset} values: "
+                     + ", ".join(f"{k}={v!r}" for k, v in sorted(newer.items())))
     if prep.fd.manifest["content_sha256"] != entry.dataset.content_sha256:
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "
                             f"{prep.fd.manifest['content_sha256'][:16]}…, the entry's is {entry.dataset.content_sha256[:16]}…: "

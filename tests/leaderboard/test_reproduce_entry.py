@@ -64,3 +64,26 @@ def test_an_invalid_entry_is_not_reproduced(produced, tmp_path):
     path = save(tmp_path, data, artifacts_from=produced.path.parent)
     with pytest.raises(InputError, match="not a valid entry.*gap_closed"):
         reproduce(path)
+
+
+def test_an_entry_made_before_a_setting_existed_is_rebuilt_at_that_settings_preset_value(lfb_home, tmp_path):
+    """PE gained ``prompt_format`` and ``prefix_words`` after the board's tiny PE entries were made: their re-run uses
+    the preset's values (what PE did before) and says so; a setting the method no longer has still stops it."""
+    from pathlib import Path
+
+    from largefedbench.leaderboard.files import EntryFile, board_of
+    from largefedbench.leaderboard.validate import validate_entry_file
+    from largefedbench.run.reproduce import _prepare
+
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    path = next(p for p in sorted(board.glob("demo/pe/pe--demo--tiny--*.json")) if not p.name.endswith(".reproduced.json")
+                and "prompt_format" not in json.loads(p.read_text())["config"]["method"])
+    entry = validate_entry_file(EntryFile(path, board_of(path))).entry
+    notes = []
+    request = _prepare(entry, tmp_path / "board", lfb_home, False, notes)
+    assert request.method == "pe"
+    assert any("predates" in n and "prompt_format='few-shot'" in n for n in notes), notes
+    gone = entry.model_copy(update={"config": entry.config.model_copy(
+        update={"method": {**entry.config.method, "retired_knob": 3}})})
+    with pytest.raises(InputError, match="retired_knob"):
+        _prepare(gone, tmp_path / "board", lfb_home, False, [])
