@@ -76,7 +76,8 @@ def test_an_entry_made_before_a_setting_existed_is_rebuilt_at_that_settings_pres
     from largefedbench.run.reproduce import _prepare
 
     board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
-    path = next(p for p in sorted(board.glob("demo/pe/pe--demo--tiny--*.json")) if not p.name.endswith(".reproduced.json")
+    path = next(p for p in sorted(board.glob("demo/pe/pe--demo--tiny--*.json"))
+                if not p.name.endswith(".reproduced.json")
                 and "prompt_format" not in json.loads(p.read_text())["config"]["method"])
     entry = validate_entry_file(EntryFile(path, board_of(path))).entry
     notes = []
