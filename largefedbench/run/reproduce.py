@@ -128,7 +128,9 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise InputError(f"cannot rebuild the entry's method config {wanted} with this version of "
                          f"{entry.method.name!r} (got {got})")
     newer = {k: v for k, v in got.items() if k not in wanted}
-    if newer:  # settings added since the entry: their values for the preset are what the entry's version did
+    # settings added since the entry run at the preset's values, taken to be what the entry's version did (the
+    # comparison of the numbers checks it)
+    if newer:
         notes.append(f"the method has settings the entry predates, run at their {entry.config.preset} values: "
                      + ", ".join(f"{k}={v!r}" for k, v in sorted(newer.items())))
     if prep.fd.manifest["content_sha256"] != entry.dataset.content_sha256:
