@@ -6,7 +6,7 @@ import math
 import statistics
 
 from largefedbench.leaderboard.findings import Finding, error
-from largefedbench.leaderboard.schema import Entry
+from largefedbench.leaderboard.schema import SYNTHETIC_TEXT_STATS, Entry
 
 #: derived numbers (means, standard deviations, gap closed) must equal their recomputation within this
 METRIC_ATOL = 1e-6
@@ -21,8 +21,7 @@ def _stats(entry: Entry) -> dict[str, object]:
             stats[f"metrics.{section}.{k}"] = getattr(getattr(m, section), k)
     stats["metrics.validation_top1"] = m.validation_top1
     stats["metrics.gap_closed"] = m.gap_closed
-    for name in ("fid", "gain_over_generator_only", "gap_closed_over_generator_only", "topic_share", "unigram_jsd",
-                 "pairwise_cosine"):
+    for name in ("fid", "gain_over_generator_only", "gap_closed_over_generator_only", *SYNTHETIC_TEXT_STATS):
         if getattr(m, name) is not None:
             stats[f"metrics.{name}"] = getattr(m, name)
     if m.reference_generator_only is not None:

@@ -127,6 +127,10 @@ class WindowNovelSection(_Strict):
     gap_closed: Stat | None = None
 
 
+# the per-seed statistics of a synthetic-text run's final samples (a seed's result, the entry's metrics section)
+SYNTHETIC_TEXT_STATS = ("topic_share", "unigram_jsd", "pairwise_cosine", "public_loss_vs_clients")
+
+
 class MetricsSection(_Strict):
     next_token_accuracy: AccuracySection
     validation_top1: UnitStat
@@ -143,6 +147,9 @@ class MetricsSection(_Strict):
     topic_share: Stat | None = None  # demos: share of synthetic samples naming a private-only topic
     unigram_jsd: Stat | None = None  # synthetic texts vs validation spans on the downstream's token ids (base 2)
     pairwise_cosine: Stat | None = None  # mean cosine between two synthetic samples' sentence embeddings
+    # the ε = 0 downstream's mean loss (nats/token) on the synthetic texts minus on the validation spans: < 0 when the
+    # on-device model already predicts the texts better than the clients' text, so training on them teaches it little
+    public_loss_vs_clients: Stat | None = None
 
 
 class PublicSection(_Strict):

@@ -12,6 +12,7 @@ from largefedbench.config_overrides import config_to_dict
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.schema import (
     SCHEMA_VERSION,
+    SYNTHETIC_TEXT_STATS,
     AccuracySection,
     AuditSection,
     ContaminationSection,
@@ -173,7 +174,7 @@ def _metrics(results: list[SeedResult], public: dict[str, float], non_private: l
     section = _window_novel(results, public, non_private, generator_only, novel)
     if section is not None:
         extra["window_novel"] = section
-    for key in ("topic_share", "unigram_jsd", "pairwise_cosine"):  # when every seed has it (older seeds may not)
+    for key in SYNTHETIC_TEXT_STATS:  # when every seed has it (older seeds may not)
         values = [getattr(r, key) for r in results]
         if values and None not in values:
             extra[key] = Stat(**_stat(values))

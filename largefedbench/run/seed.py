@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Evaluator", "run_seed"]
 
 REFERENCE_ROWS = ("public", "non-private", "generator-only")  # the rows every entry carries (cached per seed)
+LOSS_TEXTS = 4096  # synthetic texts the ε = 0 model's loss is measured on (the paper preset writes 1,000,000)
 
 
 class Evaluator:
@@ -190,10 +191,24 @@ class Evaluator:
 
         return resolve_method(name).cls
 
+    @functools.cached_property
+    def public_validation_loss(self) -> float:
+        """The ε = 0 downstream model's mean loss on the validation spans."""
+        return self.accuracy(self.bundle.new_downstream(), self.validation_texts)["loss"]
+
+    def public_loss_vs_clients(self, texts: list[str]) -> float:
+        """The ε = 0 downstream's mean loss on ``texts`` (at most ``LOSS_TEXTS`` of them, evenly spaced) minus its
+        loss on the validation spans: how much in the texts the on-device model cannot already predict, against the
+        clients' text (below 0: the texts are more familiar to it than the clients' are)."""
+        texts = [t for t in texts if t.strip()]
+        sample = texts[:: max(1, math.ceil(len(texts) / LOSS_TEXTS))]
+        return self.accuracy(self.bundle.new_downstream(), sample)["loss"] - self.public_validation_loss
+
     def synthetic_stats(self, texts: list[str], embeddings: np.ndarray | None = None) -> dict[str, float]:
         """FID of synthetic texts (or of their ``embeddings``, when already computed) to the validation spans, their
-        unigram JSD to the validation spans and mean pairwise cosine (``evaluation.text_stats``) and, on the demos,
-        the share naming a private-only topic."""
+        unigram JSD to the validation spans, mean pairwise cosine (``evaluation.text_stats``) and the ε = 0 model's
+        loss on them against the clients' (:meth:`public_loss_vs_clients`) and, on the demos, the share naming a
+        private-only topic."""
         from largefedbench.evaluation import fid, mean_pairwise_cosine, unigram_jsd
         from largefedbench.models import embed
 
@@ -203,6 +218,7 @@ class Evaluator:
         counts = self.token_counts(texts)
         if counts.sum() > 0:
             stats["unigram_jsd"] = unigram_jsd(counts, self.validation_counts)
+            stats["public_loss_vs_clients"] = self.public_loss_vs_clients(texts)
         if self.prep.fd.synthetic:
             from largefedbench.data.demo_lexicon import private_topic_share
 
@@ -283,6 +299,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         downstream_seconds=time.perf_counter() - t1, history=jsonable(artifact.history), info=jsonable(artifact.info),
         n_synthetic=len(artifact.texts) if artifact.texts else None, audit=audit_scores, topic_share=stats.get("topic_share"),
         unigram_jsd=stats.get("unigram_jsd"), pairwise_cosine=stats.get("pairwise_cosine"),
+        public_loss_vs_clients=stats.get("public_loss_vs_clients"),
         stage_seconds=timing.add_stages(method_stages,
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,

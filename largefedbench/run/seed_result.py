@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from largefedbench.errors import InputError
+from largefedbench.leaderboard.schema import SYNTHETIC_TEXT_STATS
 
 __all__ = ["SeedResult", "jsonable"]
 
@@ -36,6 +37,7 @@ class SeedResult:
     topic_share: float | None = None  # demos only: share of the synthetic samples naming a private-only topic
     unigram_jsd: float | None = None  # synthetic texts vs validation spans, downstream token ids (evaluation.text_stats)
     pairwise_cosine: float | None = None  # mean cosine between two synthetic samples' embeddings (1: one mode)
+    public_loss_vs_clients: float | None = None  # the ε = 0 model's loss on the texts minus on the validation spans
     stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
     calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
     made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
@@ -44,8 +46,7 @@ class SeedResult:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
         statistics, ``stage_seconds``, ``calibrations``, ``made_with``) only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", "topic_share", "unigram_jsd", "pairwise_cosine", "stage_seconds", "calibrations",
-                    "made_with"):
+        for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with"):
             if data[key] is None:
                 del data[key]
         return data

@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from largefedbench.leaderboard.schema import SYNTHETIC_TEXT_STATS
 from largefedbench.privacy import PrivacyLedger
 
 ACCURACY_SECTIONS = ("next_token_accuracy", "reference_public", "reference_non_private")
@@ -68,7 +69,7 @@ def recompute(data: dict[str, Any]) -> dict[str, Any]:
 
 def _other_stats(m: dict[str, Any]) -> list[dict[str, Any]]:
     """The per-seed statistics of issue 25 that are neither accuracy sections nor derived from them."""
-    stats = [m[name] for name in ("topic_share", "unigram_jsd", "pairwise_cosine") if m.get(name)]
+    stats = [m[name] for name in SYNTHETIC_TEXT_STATS if m.get(name)]
     novel = m.get("window_novel") or {}
     stats += [novel[name] for name in ("top1", "reference_non_private", "reference_generator_only", "gap_closed")
               if novel.get(name)]
@@ -148,7 +149,7 @@ def as_reference(data: dict[str, Any], kind: str) -> dict[str, Any]:
     m["next_token_accuracy"] = copy.deepcopy(m[source])
     m["fid"] = None
     for name in ("reference_generator_only", "gain_over_generator_only", "gap_closed_over_generator_only",
-                 "topic_share", "unigram_jsd", "pairwise_cosine"):  # a reference row: no synthetic text
+                 *SYNTHETIC_TEXT_STATS):  # a reference row: no synthetic text
         m.pop(name, None)
     n = len(out["seeds"])
     p.pop("calibrations", None)  # the references calibrate nothing

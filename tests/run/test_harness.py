@@ -249,6 +249,7 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert 0 <= w.top1.mean <= 1 and w.reference_public <= 1
     assert m.topic_share is not None  # the demo knows its window's topics
     assert 0 < m.unigram_jsd.mean < 1 and -1 <= m.pairwise_cosine.mean < 1  # the samples' vocabulary and diversity
+    assert math.isfinite(m.public_loss_vs_clients.mean)  # how familiar the samples are to the ε = 0 model
     assert result.entry.public is None and result.entry.public_kind == "split"  # tiny: the snapshot's public split
     report, = validate_paths([result.path])
     assert report.valid, [f.message for f in report.findings]
@@ -258,6 +259,26 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
                    log=lambda line: None)
     assert row.entry.privacy.epsilon == 0.0 and row.entry.privacy.ledgers[0]["events"] == []
     assert row.entry.metrics.next_token_accuracy.top1.mean == pytest.approx(m.reference_generator_only.top1.mean)
+
+
+def test_the_public_models_loss_on_synthetic_text_is_measured_against_its_loss_on_the_clients(tiny, lfb_home):
+    """0 on the validation spans themselves; below 0 on the public split the ε = 0 model was pretrained on (nothing
+    there to teach it); the ε = 0 model's mean loss on the texts, minus the clients'."""
+    from largefedbench.evaluation import next_token_accuracy
+    from largefedbench.run import seed as seed_module
+
+    fd, bundle, root = tiny
+    prep = prepare(EvalRequest(method="popri", out=lfb_home / "b", home=root))
+    ev = seed_module.Evaluator(prep, bundle, lambda m: None)
+    assert ev.public_loss_vs_clients(ev.validation_texts) == pytest.approx(0.0, abs=1e-9)
+    public = fd.public.all_spans()
+    familiar = ev.public_loss_vs_clients(public)
+    assert familiar < -0.1  # its own pretraining text: far more predictable to it than the clients' spans
+    sample = public[:: math.ceil(len(public) / seed_module.LOSS_TEXTS)]
+    own = next_token_accuracy(bundle.new_downstream(), bundle.tokenizer, sample, max_len=ev.training.max_len)["loss"]
+    assert familiar == pytest.approx(own - ev.public_validation_loss)
+    stats = ev.synthetic_stats(public[:50])
+    assert stats["public_loss_vs_clients"] == pytest.approx(ev.public_loss_vs_clients(public[:50]))
 
 
 def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny, tmp_path):
