@@ -153,7 +153,7 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: _num(_metric("pairwise_cosine")(r), 3)),
     Column("public_loss", "ε=0 loss vs clients", "the ε = 0 model's mean next-token loss (nats) on the synthetic "
            "texts minus on the validation spans: below 0 it already predicts the texts better than the clients' text, "
-           "so they have little to teach it", _metric("public_loss_vs_clients"),
+           "so they may have little to teach it", _metric("public_loss_vs_clients"),
            lambda r: _num(_metric("public_loss_vs_clients")(r), 3)),
     Column("down", "Floats ↓ /client/round", "floats downloaded per client per round (POPri Table 2)",
            _cost("floats_down_per_client_per_round"), lambda r: _num(r.entry.costs.floats_down_per_client_per_round)),

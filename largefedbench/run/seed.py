@@ -196,12 +196,16 @@ class Evaluator:
         """The ε = 0 downstream model's mean loss on the validation spans."""
         return self.accuracy(self.bundle.new_downstream(), self.validation_texts)["loss"]
 
-    def public_loss_vs_clients(self, texts: list[str]) -> float:
-        """The ε = 0 downstream's mean loss on ``texts`` (at most ``LOSS_TEXTS`` of them, evenly spaced) minus its
-        loss on the validation spans: how much in the texts the on-device model cannot already predict, against the
-        clients' text (below 0: the texts are more familiar to it than the clients' are)."""
+    def public_loss_vs_clients(self, texts: list[str]) -> float | None:
+        """The ε = 0 downstream's mean loss on the non-blank ``texts`` (``LOSS_TEXTS`` of them, evenly spaced, where
+        there are more) minus its loss on the validation spans: how much in the texts the on-device model cannot
+        already predict, against the clients' text (below 0: they are more familiar to it than the clients' are);
+        None when every text is blank."""
         texts = [t for t in texts if t.strip()]
-        sample = texts[:: max(1, math.ceil(len(texts) / LOSS_TEXTS))]
+        if not texts:
+            return None
+        picks = np.linspace(0, len(texts) - 1, min(len(texts), LOSS_TEXTS)).round().astype(int)
+        sample = [texts[i] for i in picks]
         return self.accuracy(self.bundle.new_downstream(), sample)["loss"] - self.public_validation_loss
 
     def synthetic_stats(self, texts: list[str], embeddings: np.ndarray | None = None) -> dict[str, float]:
@@ -218,7 +222,9 @@ class Evaluator:
         counts = self.token_counts(texts)
         if counts.sum() > 0:
             stats["unigram_jsd"] = unigram_jsd(counts, self.validation_counts)
-            stats["public_loss_vs_clients"] = self.public_loss_vs_clients(texts)
+        familiarity = self.public_loss_vs_clients(texts)
+        if familiarity is not None:
+            stats["public_loss_vs_clients"] = familiarity
         if self.prep.fd.synthetic:
             from largefedbench.data.demo_lexicon import private_topic_share
 

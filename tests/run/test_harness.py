@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from largefedbench import __version__
@@ -274,9 +275,15 @@ def test_the_public_models_loss_on_synthetic_text_is_measured_against_its_loss_o
     public = fd.public.all_spans()
     familiar = ev.public_loss_vs_clients(public)
     assert familiar < -0.1  # its own pretraining text: far more predictable to it than the clients' spans
-    sample = public[:: math.ceil(len(public) / seed_module.LOSS_TEXTS)]
+    assert len(public) > seed_module.LOSS_TEXTS  # so the measured texts are a spread of 4,096 of them
+    picks = np.linspace(0, len(public) - 1, seed_module.LOSS_TEXTS).round().astype(int)
+    assert len(set(picks)) == seed_module.LOSS_TEXTS and picks[0] == 0 and picks[-1] == len(public) - 1
+    sample = [public[i] for i in picks]
     own = next_token_accuracy(bundle.new_downstream(), bundle.tokenizer, sample, max_len=ev.training.max_len)["loss"]
     assert familiar == pytest.approx(own - ev.public_validation_loss)
+    few = public[:40]
+    assert ev.public_loss_vs_clients(few + [" ", "\n"] * 5) == pytest.approx(ev.public_loss_vs_clients(few))
+    assert ev.public_loss_vs_clients([" ", "\n", ""]) is None  # nothing to measure: no number, no crash
     stats = ev.synthetic_stats(public[:50])
     assert stats["public_loss_vs_clients"] == pytest.approx(ev.public_loss_vs_clients(public[:50]))
 
