@@ -148,7 +148,7 @@ class MetricsSection(_Strict):
     unigram_jsd: Stat | None = None  # synthetic texts vs validation spans on the downstream's token ids (base 2)
     pairwise_cosine: Stat | None = None  # mean cosine between two synthetic samples' sentence embeddings
     # the ε = 0 downstream's mean loss (nats/token) on the synthetic texts minus on the validation spans: < 0 when the
-    # on-device model already predicts the texts better than the clients' text, so training on them teaches it little
+    # on-device model already predicts the texts better than the clients' text (they may have little to teach it)
     public_loss_vs_clients: Stat | None = None
 
 
