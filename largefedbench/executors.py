@@ -16,13 +16,14 @@ worker; the workers run torch with the driver's thread count, so the sums equal 
 ``ray`` (``pip install largefedbench[ray]``) starts a local cluster (``ray.init(num_cpus=2)``) unless given an
 address (``--ray-address``) to join. Nothing is serialised whole: the client split goes into the object store once
 per federation (spans and metadata are read lazily on the workers) and the cached span embeddings in blocks of
-about :data:`BLOCK_BYTES` (``stage_rows`` puts blocks there as they are built, so a caller that builds embeddings
-block by block never holds them on the driver at all). A task gets its chunk's client indices and the blocks
-holding its rows (zero-copy on the same node; a scattered chunk, e.g. of a Poisson cohort, gets its rows gathered
-instead) and returns only the chunk's clipped sum. At most ``in_flight`` chunks (default: as many as the cluster
-runs at once, + 1) are pending at once. When the driver has torch loaded, a task runs torch with the driver's
-intra-op thread count and asks for as many CPUs (up to a node's): torch's float reductions depend on the thread
-count, and this keeps the sums of both executors identical.
+about :data:`BLOCK_BYTES`. ``stage_rows`` takes blocks as arrays (put into the store as they come) or as lazy
+blocks with a ``read()`` (e.g. rows of the cache file: a task on the driver's node reads each one straight into the
+store, so the driver never holds a row). A task gets its chunk's client indices and the blocks holding its rows
+(zero-copy on the same node; another node gets a copy of each block once), picks its rows there (a slice for
+consecutive clients, a gather for a scattered chunk such as a Poisson cohort's) and returns only the chunk's clipped
+sum. At most ``in_flight`` chunks (default: as many as the cluster runs at once, + 1) are pending at once. When the
+driver has torch loaded, a task runs torch with the driver's intra-op thread count and asks for as many CPUs (up to
+a node's): torch's float reductions depend on the thread count, and this keeps the sums of both executors identical.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ from largefedbench.errors import InputError, MethodError
 BLOCK_BYTES = 64 << 20
 
 EXECUTORS = ("local", "process", "ray")
+#: lazy blocks read by Ray tasks at once while staging (each holds its block until the store has it)
+LOADS_IN_FLIGHT = 2
+
+
+def _read(block: Any) -> np.ndarray:
+    """A block of rows: an array as is, a lazy block (anything with ``read()``) read here."""
+    return block if isinstance(block, np.ndarray) else block.read()
 
 
 class LocalExecutor:
@@ -59,9 +67,9 @@ class LocalExecutor:
     def prepare(self, store: ClientStore) -> None:
         """Nothing to ship: chunks read the store in this process."""
 
-    def stage_rows(self, blocks: Iterable[np.ndarray]) -> RowBlocks:
-        """Blocks of rows (e.g. span embeddings built block by block) as one matrix of rows, kept in this process."""
-        return RowBlocks(list(blocks))
+    def stage_rows(self, blocks: Iterable[Any]) -> RowBlocks:
+        """Blocks of rows (arrays, or lazy blocks read here) as one matrix of rows, kept in this process."""
+        return RowBlocks([_read(b) for b in blocks])
 
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         for indices in chunks:
@@ -167,9 +175,10 @@ class ProcessExecutor:
         self.start()
         self._ship_store(store)
 
-    def stage_rows(self, blocks: Iterable[np.ndarray]) -> RowBlocks:
-        """Blocks of rows kept in this process (and shipped with the client store)."""
-        return RowBlocks(list(blocks))
+    def stage_rows(self, blocks: Iterable[Any]) -> RowBlocks:
+        """Blocks of rows (arrays, or lazy blocks read here) kept in this process (and shipped with the client
+        store)."""
+        return RowBlocks([_read(b) for b in blocks])
 
     def _ship_store(self, store: ClientStore) -> None:
         body = None
@@ -272,16 +281,27 @@ class ProcessExecutor:
 def _ray_task(clients: ClientStore, indices: np.ndarray, task: dict[str, Any], threads: int | None, rows: Any,
               *blocks: np.ndarray) -> ChunkResult:
     """One chunk on a worker. ``threads``: torch's intra-op threads (the driver's), if the driver uses torch.
-    ``rows``: None (no embeddings), ``(vectors, owner)`` gathered on the driver, or ``(lo, hi, counts)`` with
-    ``blocks`` the staged blocks holding rows ``lo:hi`` (offsets within the first)."""
+    ``rows``: None (no embeddings), ``("by value", vectors, owner)``, or ``(pick, counts)`` with ``blocks`` the
+    staged blocks holding the chunk's rows and ``pick`` their rows in those blocks, end to end: a ``(lo, hi)`` slice
+    or an array of row indices."""
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
-    if rows is not None and blocks:
-        lo, hi, counts = rows
-        rows = RowBlocks(blocks)[lo:hi], np.repeat(np.arange(len(counts)), counts)
+    if rows is not None:
+        if isinstance(rows[0], str):  # "by value"
+            rows = rows[1:]
+        else:
+            pick, counts = rows
+            matrix = RowBlocks(blocks)
+            picked = matrix[pick[0] : pick[1]] if isinstance(pick, tuple) else matrix[pick]
+            rows = picked, np.repeat(np.arange(len(counts)), counts)
     return clipped_chunk_sum(ChunkStore(clients, indices, rows), indices, **task)
+
+
+def _read_block(block: Any) -> np.ndarray:
+    """A Ray task: read a lazy block of rows, so that it goes into the object store from this worker."""
+    return _read(block)
 
 
 class RayExecutor:
@@ -325,16 +345,33 @@ class RayExecutor:
             self._remote = ray.remote(num_cpus=1)(_ray_task)
         return self._ray
 
-    def stage_rows(self, blocks: Iterable[np.ndarray]) -> RowBlocks:
-        """Put each block of rows into the object store as it comes (the caller's copy can go at once) and return
-        the matrix of rows read zero-copy from there, with the blocks' refs for the tasks."""
+    def stage_rows(self, blocks: Iterable[Any]) -> RowBlocks:
+        """Put each block of rows into the object store and return the matrix of rows read zero-copy from there, with
+        the blocks' refs for the tasks. An array is put as it comes (the caller's copy can go at once); a lazy block
+        is read by a task pinned to this node, at most :data:`LOADS_IN_FLIGHT` at once, so its rows never pass
+        through the driver (through a Ray client connection, ``ray://``, the driver reads and puts it instead)."""
         ray = self._start()
-        refs, views = [], []
+        refs, loading, loader = [], deque(), None
         for block in blocks:
-            refs.append(ray.put(block))
-            del block  # the object store's copy is the one kept
-            views.append(ray.get(refs[-1]))
-        return RowBlocks(views, refs=refs, holder=self)
+            if isinstance(block, np.ndarray) or ray.util.client.ray.is_connected():
+                refs.append(ray.put(_read(block)))
+                del block  # the object store's copy is the one kept
+                continue
+            if len(loading) >= LOADS_IN_FLIGHT:
+                ray.wait([loading.popleft()], fetch_local=False)
+            loader = loader or self._loader()
+            refs.append(loader.remote(block))
+            loading.append(refs[-1])
+        return RowBlocks([ray.get(ref) for ref in refs], refs=refs, holder=self)
+
+    def _loader(self) -> Any:
+        """:func:`_read_block` as a task on the driver's node (it reads the driver's files); no CPU reserved, so a
+        head node started with ``--num-cpus 0`` runs it too."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = self._ray.get_runtime_context().get_node_id()
+        return self._ray.remote(num_cpus=0)(_read_block).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
 
     def _shipped(self, store: ClientStore) -> tuple[Any, RowBlocks | None]:
         """The clients' ref and the staged embedding blocks of ``store``, put into the object store on first use."""
@@ -369,14 +406,7 @@ class RayExecutor:
         for indices in chunks:
             rows, refs = None, []
             if blocks is not None:
-                span = store.row_range(indices)
-                if span is None or span[0] == span[1]:  # scattered or no rows: gathered here, shipped with the task
-                    rows = store.embedding_rows(indices)
-                else:  # consecutive: the blocks holding its rows, by reference
-                    covering = blocks.covering(*span)
-                    first = int(blocks.starts[covering[0]])
-                    rows = (span[0] - first, span[1] - first, store.span_counts(indices).astype(np.int32))
-                    refs = [blocks.refs[b] for b in covering]
+                rows, refs = _chunk_rows(store, blocks, indices)
             pending.append(remote.remote(clients_ref, indices, task_ref, threads, rows, *refs))
             if len(pending) >= window:
                 yield ray.get(pending.popleft())  # in chunk order: the driver adds the sums in the order of ``local``
@@ -387,6 +417,28 @@ class RayExecutor:
         if self._ray is not None and self._ray.is_initialized():
             self._ray.shutdown()
         self._ray, self._remote, self._stored = None, None, None
+
+
+def _chunk_rows(store: ClientStore, blocks: RowBlocks, indices: np.ndarray) -> tuple[Any, list[Any]]:
+    """What a Ray task needs to find its chunk's span-embedding rows: ``(pick, counts)`` and the refs of the staged
+    blocks holding them (see :func:`_ray_task`). Only the offsets are read here, never a row."""
+    counts = store.span_counts(indices)
+    if not counts.sum():  # no rows: nothing to fetch
+        return ("by value", np.empty((0, *blocks.shape[1:]), blocks.dtype), np.empty(0, np.int64)), []
+    span = store.row_range(indices)
+    if span is not None:  # consecutive clients: a slice of the blocks covering it
+        covering = list(blocks.covering(*span))
+        first = int(blocks.starts[covering[0]])
+        pick: Any = (span[0] - first, span[1] - first)
+    else:  # scattered (e.g. a Poisson cohort): the rows' indices within the blocks holding them, end to end
+        off = store.embeddings.offsets
+        rows = np.repeat(off[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+        block = np.searchsorted(blocks.starts, rows, side="right") - 1
+        covering = [int(b) for b in np.unique(block)]
+        ends = np.cumsum([0] + [len(blocks.blocks[b]) for b in covering])
+        at = np.searchsorted(covering, block)
+        pick = rows - blocks.starts[block] + ends[at]
+    return (pick, counts.astype(np.int32)), [blocks.refs[b] for b in covering]
 
 
 Executor = LocalExecutor | ProcessExecutor | RayExecutor

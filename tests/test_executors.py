@@ -184,6 +184,62 @@ def test_staged_embeddings_give_the_same_sums_on_both_executors(ray_executor, mo
             np.testing.assert_array_equal(a, b)
 
 
+class _PidBlock:
+    """A lazy block of rows that records who read it: every value is the reading process's id."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def read(self) -> np.ndarray:
+        import os
+
+        return np.full((self.rows, 2), os.getpid(), dtype=np.int64)
+
+
+def test_lazy_blocks_are_read_by_a_ray_task_never_by_the_driver(ray_executor):
+    """Issue 26 item 5: on Ray a lazy block (a block of the embedding cache file) goes into the object store from a task
+    on the driver's node, so no row of it is ever in the driver process; the local executor reads it itself."""
+    import os
+
+    blocks = [_PidBlock(n) for n in (3, 5, 1, 4)]  # more blocks than LOADS_IN_FLIGHT
+    staged = ray_executor.stage_rows(blocks)
+    assert len(staged) == 13 and len(staged.refs) == 4
+    assert os.getpid() not in set(staged[0:13][:, 0].tolist())
+    assert set(LocalExecutor().stage_rows(blocks)[0:13][:, 0].tolist()) == {os.getpid()}
+
+
+def test_a_ray_task_finds_its_chunks_rows_in_the_blocks_it_is_given():
+    """The driver reads only the offsets: for a consecutive chunk a slice of the covering blocks, for a scattered one
+    (a Poisson cohort's) the rows' indices within the blocks holding them, end to end; a chunk without rows gets empty
+    arrays by value. What the task picks equals the federation's own rows of the chunk."""
+    from largefedbench.client_views import ClientStore, RowBlocks
+    from largefedbench.executors import _chunk_rows
+    from largefedbench.federation import SpanEmbeddings
+
+    clients, emb = small_split(40, seed=8)
+    blocks = RowBlocks([emb.vectors[lo : lo + 6] for lo in range(0, len(emb.vectors), 6)],
+                       refs=list(range((len(emb.vectors) + 5) // 6)))
+    store = ClientStore(clients, SpanEmbeddings(blocks, emb.offsets))
+    empty = np.flatnonzero(np.diff(emb.offsets) == 0)
+    cases = [np.arange(3, 17), np.array([1, 9, 10, 31, 38]), np.array([37]), empty[:2]]
+    assert len(empty) >= 2  # small_split gives some clients no spans
+    for indices in cases:
+        (pick, *rest), refs = _chunk_rows(store, blocks, indices)
+        want, owner = store.embedding_rows(indices)
+        if isinstance(pick, str):
+            assert len(want) == 0 and refs == [] and len(rest[0]) == 0
+            continue
+        counts = rest[0]
+        mine = RowBlocks([blocks.blocks[r] for r in refs])
+        got = mine[pick[0] : pick[1]] if isinstance(pick, tuple) else mine[pick]
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.repeat(np.arange(len(counts)), counts), owner)
+        assert len(refs) < len(blocks.blocks)  # only the blocks holding the chunk's rows
+
+
 # -- every model-training client function: same sum on both executors and for every chunking ------------------------
 N_TRAINING = 10
 
@@ -309,6 +365,13 @@ def test_a_cached_embedding_file_is_read_block_by_block(tmp_path, version):
     path = tmp_path / "train.npy"
     with open(path, "wb") as fh:
         np.lib.format.write_array(fh, matrix, version=version)
+    import pickle
+
+    from largefedbench.models.embedder import npy_row_parts
+
+    parts = npy_row_parts(path, block_bytes=4 * 5 * 4)  # lazy: nothing read until asked, and picklable for a task
+    assert [len(p) for p in parts] == [4, 4, 4, 4, 4, 3]
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(parts[2])).read(), matrix[8:12])
     blocks = list(npy_row_blocks(path, block_bytes=4 * 5 * 4))  # 4 rows a block
     assert [len(b) for b in blocks] == [4, 4, 4, 4, 4, 3]
     np.testing.assert_array_equal(np.concatenate(blocks), matrix)

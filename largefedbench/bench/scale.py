@@ -83,6 +83,28 @@ def unit_row_blocks(n: int, dim: int, rng: np.random.Generator, *, block: int = 
         yield part
 
 
+@dataclass(frozen=True)
+class UnitRowBlock:
+    """``rows`` random unit float32 rows, drawn from their own seed when read, by whichever process stages them (on
+    Ray a task: the driver never holds them)."""
+
+    seed: tuple[int, ...]
+    rows: int
+    dim: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def read(self) -> np.ndarray:
+        return next(unit_row_blocks(self.rows, self.dim, np.random.default_rng(np.random.SeedSequence(self.seed)),
+                                    block=self.rows))
+
+
+def lazy_unit_row_blocks(n: int, dim: int, seed: tuple[int, ...], *, block: int = 65_536) -> list[UnitRowBlock]:
+    """``n`` random unit rows as blocks of ``block`` rows, each with its own seed (``seed`` + its index), none drawn."""
+    return [UnitRowBlock((*seed, i), min(block, n - lo), dim) for i, lo in enumerate(range(0, n, block))]
+
+
 def unit_rows(n: int, dim: int, rng: np.random.Generator, *, block: int = 65_536) -> np.ndarray:
     """``n`` random unit float32 rows in one array (the rows of :func:`unit_row_blocks`)."""
     out = np.empty((n, dim), dtype=np.float32)
@@ -161,8 +183,9 @@ def run_scale(clients: int = 133_000, samples: int = 18_000, *, dim: int = 384, 
     stage("start executor", watch.start)
     counts = span_counts(clients, rng)
     report.spans = int(counts.sum())
-    # block by block into the executor (on Ray: the object store), never one matrix on the driver
-    vectors = stage("generate span embeddings", lambda: watch.stage_rows(unit_row_blocks(report.spans, dim, rng)))
+    # block by block into the executor (on Ray: drawn by tasks into the object store, never a row on the driver)
+    vectors = stage("generate span embeddings",
+                    lambda: watch.stage_rows(lazy_unit_row_blocks(report.spans, dim, (seed, 0x5CA1E, 1))))
     synthetic = stage("generate synthetic samples", lambda: unit_rows(samples, dim, rng))
 
     embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(counts)]))

@@ -104,7 +104,8 @@ class ModelBundle:
                                progress=progress)
 
     def span_embedding_blocks(self, fd, split: str, *, block_bytes: int, progress: bool = True):
-        """:meth:`span_embeddings` block by block (each read from the cache on its own), for an executor to ship."""
+        """:meth:`span_embeddings` as blocks of the cache file, each read when an executor stages it (on Ray, by a task
+        on this node: the driver never holds the rows)."""
         return span_embedding_blocks(fd, split, self.embedder, self.embedder_id, block_bytes=block_bytes,
                                      root=self.root, progress=progress)
 

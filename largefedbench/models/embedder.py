@@ -11,6 +11,7 @@ import io
 import logging
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +99,15 @@ def span_embeddings(fd, split: str, embedder, embedder_id: str, *, root: Path | 
 
 
 def span_embedding_blocks(fd, split: str, embedder, embedder_id: str, *, block_bytes: int, root: Path | str | None = None,
-                          batch_size: int = 64, progress: bool = True) -> Iterator[np.ndarray]:
-    """:func:`span_embeddings` as consecutive blocks of about ``block_bytes``, each read from the cache file on its
-    own (after computing the cache once if it is missing): a caller that ships each block away (Ray's object store)
-    never holds the whole matrix."""
+                          batch_size: int = 64, progress: bool = True) -> list[NpyRowBlock]:
+    """:func:`span_embeddings` as consecutive blocks of about ``block_bytes`` of the cache file (computing the cache
+    once if it is missing), each read only when asked (:meth:`NpyRowBlock.read`): an executor that has another
+    process read each block into its object store (Ray) never holds a row of it."""
     path = embedding_cache_path(fd, split, embedder_id, root)
     spans = fd[split].all_spans()
     if not _cache_fits(path, len(spans)):
         cached_embeddings(spans, embedder, path, batch_size=batch_size, progress=progress)
-    yield from npy_row_blocks(path, block_bytes)
+    return npy_row_parts(path, block_bytes)
 
 
 def _cache_fits(path: Path, rows: int) -> bool:
@@ -116,9 +117,31 @@ def _cache_fits(path: Path, rows: int) -> bool:
         return False
 
 
-def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
-    """The rows of a 2-d ``.npy`` file in blocks of about ``block_bytes`` (at least a row), each read into its own
-    array."""
+@dataclass(frozen=True)
+class NpyRowBlock:
+    """Rows ``[lo, lo + rows)`` of a C-ordered 2-d ``.npy`` file, read on demand by whichever process calls
+    :meth:`read` (``offset``: the byte where they start)."""
+
+    path: str
+    offset: int
+    rows: int
+    cols: int
+    dtype: str
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def read(self) -> np.ndarray:
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            block = np.fromfile(fh, dtype=self.dtype, count=self.rows * self.cols)
+        if block.size != self.rows * self.cols:
+            raise ValueError(f"{self.path} ends before the rows its header declares")
+        return block.reshape(self.rows, self.cols)
+
+
+def npy_row_parts(path: Path, block_bytes: int) -> list[NpyRowBlock]:
+    """The rows of a 2-d ``.npy`` file as consecutive blocks of about ``block_bytes`` (at least a row), none read."""
     with open(path, "rb") as fh:
         fmt = np.lib.format
         version = fmt.read_magic(fh)
@@ -126,15 +149,20 @@ def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
         if read_header is None:
             raise ValueError(f"{path} is a .npy file of format {version}; only 1.0 and 2.0 are read in blocks")
         shape, fortran, dtype = read_header(fh)
-        if fortran or len(shape) != 2:
-            raise ValueError(f"{path} does not hold a C-ordered matrix")
-        step = max(1, int(block_bytes) // max(1, shape[1] * dtype.itemsize))
-        for lo in range(0, shape[0], step):
-            n = min(step, shape[0] - lo)
-            block = np.fromfile(fh, dtype=dtype, count=n * shape[1])
-            if block.size != n * shape[1]:
-                raise ValueError(f"{path} ends before its {shape[0]} rows")
-            yield block.reshape(n, shape[1])
+        start = fh.tell()
+    if fortran or len(shape) != 2:
+        raise ValueError(f"{path} does not hold a C-ordered matrix")
+    row_bytes = shape[1] * dtype.itemsize
+    step = max(1, int(block_bytes) // max(1, row_bytes))
+    return [NpyRowBlock(str(path), start + lo * row_bytes, min(step, shape[0] - lo), shape[1], dtype.str)
+            for lo in range(0, shape[0], step)]
+
+
+def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
+    """The rows of a 2-d ``.npy`` file in blocks of about ``block_bytes`` (at least a row), each read into its own
+    array."""
+    for part in npy_row_parts(path, block_bytes):
+        yield part.read()
 
 
 def corpus_embeddings(corpus, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
