@@ -288,15 +288,18 @@ def _ray_task(clients: ClientStore, indices: np.ndarray, task: dict[str, Any], t
         import torch
 
         torch.set_num_threads(threads)
-    if rows is not None:
-        if isinstance(rows[0], str):  # "by value"
-            rows = rows[1:]
-        else:
-            pick, counts = rows
-            matrix = RowBlocks(blocks)
-            picked = matrix[pick[0] : pick[1]] if isinstance(pick, tuple) else matrix[pick]
-            rows = picked, np.repeat(np.arange(len(counts)), counts)
+    rows = None if rows is None else _picked_rows(rows, blocks)
     return clipped_chunk_sum(ChunkStore(clients, indices, rows), indices, **task)
+
+
+def _picked_rows(rows: tuple, blocks: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's ``(vectors, owner)`` from what :func:`_chunk_rows` sent: by value, or picked from ``blocks``."""
+    if isinstance(rows[0], str):  # "by value"
+        return rows[1], rows[2]
+    pick, counts = rows
+    matrix = RowBlocks(blocks)
+    picked = matrix[pick[0] : pick[1]] if isinstance(pick, tuple) else matrix[pick]
+    return picked, np.repeat(np.arange(len(counts)), counts)
 
 
 def _read_block(block: Any) -> np.ndarray:
@@ -317,6 +320,7 @@ class RayExecutor:
         self.in_flight = in_flight
         self._ray: Any = None
         self._remote: Any = None
+        self._loader: Any = None
         self._stored: tuple[ClientStore, Any, RowBlocks | None] | None = None  # store, its clients' ref, its blocks
 
     def start(self) -> None:
@@ -349,29 +353,32 @@ class RayExecutor:
         """Put each block of rows into the object store and return the matrix of rows read zero-copy from there, with
         the blocks' refs for the tasks. An array is put as it comes (the caller's copy can go at once); a lazy block
         is read by a task pinned to this node, at most :data:`LOADS_IN_FLIGHT` at once, so its rows never pass
-        through the driver (through a Ray client connection, ``ray://``, the driver reads and puts it instead)."""
+        through the driver. Through a Ray client connection (``ray://``) the driver reads and puts each block, and
+        holds a copy of it: there the object store is not in this process's reach."""
         ray = self._start()
-        refs, loading, loader = [], deque(), None
+        refs, loading = [], deque()
         for block in blocks:
             if isinstance(block, np.ndarray) or ray.util.client.ray.is_connected():
                 refs.append(ray.put(_read(block)))
                 del block  # the object store's copy is the one kept
                 continue
+            _by_value_modules(ray.cloudpickle, block)  # a lazy block's class may live where workers cannot import it
             if len(loading) >= LOADS_IN_FLIGHT:
                 ray.wait([loading.popleft()], fetch_local=False)
-            loader = loader or self._loader()
-            refs.append(loader.remote(block))
+            refs.append(self._block_loader().remote(block))
             loading.append(refs[-1])
-        return RowBlocks([ray.get(ref) for ref in refs], refs=refs, holder=self)
+        return RowBlocks(ray.get(refs), refs=refs, holder=self)
 
-    def _loader(self) -> Any:
-        """:func:`_read_block` as a task on the driver's node (it reads the driver's files); no CPU reserved, so a
-        head node started with ``--num-cpus 0`` runs it too."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    def _block_loader(self) -> Any:
+        """:func:`_read_block` as a task on the driver's node (it reads the driver's files), made once; no CPU
+        reserved, so a head node started with ``--num-cpus 0`` runs it too."""
+        if self._loader is None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        here = self._ray.get_runtime_context().get_node_id()
-        return self._ray.remote(num_cpus=0)(_read_block).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+            here = self._ray.get_runtime_context().get_node_id()
+            self._loader = self._ray.remote(num_cpus=0)(_read_block).options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
+        return self._loader
 
     def _shipped(self, store: ClientStore) -> tuple[Any, RowBlocks | None]:
         """The clients' ref and the staged embedding blocks of ``store``, put into the object store on first use."""
@@ -416,7 +423,7 @@ class RayExecutor:
     def shutdown(self) -> None:
         if self._ray is not None and self._ray.is_initialized():
             self._ray.shutdown()
-        self._ray, self._remote, self._stored = None, None, None
+        self._ray, self._remote, self._loader, self._stored = None, None, None, None
 
 
 def _chunk_rows(store: ClientStore, blocks: RowBlocks, indices: np.ndarray) -> tuple[Any, list[Any]]:

@@ -3,6 +3,8 @@ driver); in worker processes and on Ray a client function's side effects never r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_federation_private_sum import D, big_vector, small_split  # tests/ is on sys.path (rootdir conftest)
@@ -185,10 +187,11 @@ def test_staged_embeddings_give_the_same_sums_on_both_executors(ray_executor, mo
 
 
 class _PidBlock:
-    """A lazy block of rows that records who read it: every value is the reading process's id."""
+    """A lazy block of rows that records who read it (every value is the reading process's id) and refuses to be read
+    by the process ``forbid``."""
 
-    def __init__(self, rows: int) -> None:
-        self.rows = rows
+    def __init__(self, rows: int, forbid: int | None = None) -> None:
+        self.rows, self.forbid = rows, forbid
 
     def __len__(self) -> int:
         return self.rows
@@ -196,19 +199,23 @@ class _PidBlock:
     def read(self) -> np.ndarray:
         import os
 
+        if os.getpid() == self.forbid:
+            raise AssertionError("the driver read a lazy block")
         return np.full((self.rows, 2), os.getpid(), dtype=np.int64)
 
 
 def test_lazy_blocks_are_read_by_a_ray_task_never_by_the_driver(ray_executor):
     """Issue 26 item 5: on Ray a lazy block (a block of the embedding cache file) goes into the object store from a task
-    on the driver's node, so no row of it is ever in the driver process; the local executor reads it itself."""
+    on the driver's node, so no row of it is ever in the driver process; the local executor reads it itself. Blocks
+    over Ray's 100 KiB inline limit come back as read-only views of the object store."""
     import os
 
-    blocks = [_PidBlock(n) for n in (3, 5, 1, 4)]  # more blocks than LOADS_IN_FLIGHT
-    staged = ray_executor.stage_rows(blocks)
-    assert len(staged) == 13 and len(staged.refs) == 4
-    assert os.getpid() not in set(staged[0:13][:, 0].tolist())
-    assert set(LocalExecutor().stage_rows(blocks)[0:13][:, 0].tolist()) == {os.getpid()}
+    sizes = (7000, 9000, 100, 8000)  # more blocks than LOADS_IN_FLIGHT; 16 bytes a row
+    staged = ray_executor.stage_rows([_PidBlock(n, forbid=os.getpid()) for n in sizes])
+    assert len(staged) == sum(sizes) and len(staged.refs) == 4
+    assert os.getpid() not in set(staged[0 : len(staged)][:, 0].tolist())
+    assert not any(b.flags.writeable for b in staged.blocks if b.nbytes > 100 << 10)
+    assert set(LocalExecutor().stage_rows([_PidBlock(n) for n in sizes])[0:10][:, 0].tolist()) == {os.getpid()}
 
 
 def test_a_ray_task_finds_its_chunks_rows_in_the_blocks_it_is_given():
@@ -216,7 +223,7 @@ def test_a_ray_task_finds_its_chunks_rows_in_the_blocks_it_is_given():
     (a Poisson cohort's) the rows' indices within the blocks holding them, end to end; a chunk without rows gets empty
     arrays by value. What the task picks equals the federation's own rows of the chunk."""
     from largefedbench.client_views import ClientStore, RowBlocks
-    from largefedbench.executors import _chunk_rows
+    from largefedbench.executors import _chunk_rows, _picked_rows
     from largefedbench.federation import SpanEmbeddings
 
     clients, emb = small_split(40, seed=8)
@@ -224,19 +231,18 @@ def test_a_ray_task_finds_its_chunks_rows_in_the_blocks_it_is_given():
                        refs=list(range((len(emb.vectors) + 5) // 6)))
     store = ClientStore(clients, SpanEmbeddings(blocks, emb.offsets))
     empty = np.flatnonzero(np.diff(emb.offsets) == 0)
-    cases = [np.arange(3, 17), np.array([1, 9, 10, 31, 38]), np.array([37]), empty[:2]]
+    cases = [np.arange(3, 17), np.array([1, 9, 10, 31, 38]), np.array([37]), np.arange(30, 40), np.array([39, 2, 2, 17]),
+             empty[:2]]  # consecutive, scattered, one client, the short last block, unsorted with a repeat, no rows
     assert len(empty) >= 2  # small_split gives some clients no spans
     for indices in cases:
         (pick, *rest), refs = _chunk_rows(store, blocks, indices)
         want, owner = store.embedding_rows(indices)
-        if isinstance(pick, str):
-            assert len(want) == 0 and refs == [] and len(rest[0]) == 0
+        if isinstance(pick, str):  # by value
+            assert len(want) == 0 and refs == [] and _picked_rows((pick, *rest), [])[0].shape == (0, D)
             continue
-        counts = rest[0]
-        mine = RowBlocks([blocks.blocks[r] for r in refs])
-        got = mine[pick[0] : pick[1]] if isinstance(pick, tuple) else mine[pick]
+        got, got_owner = _picked_rows((pick, *rest), [blocks.blocks[r] for r in refs])  # what the task does
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(np.repeat(np.arange(len(counts)), counts), owner)
+        np.testing.assert_array_equal(got_owner, owner)
         assert len(refs) < len(blocks.blocks)  # only the blocks holding the chunk's rows
 
 
@@ -370,8 +376,17 @@ def test_a_cached_embedding_file_is_read_block_by_block(tmp_path, version):
     from largefedbench.models.embedder import npy_row_parts
 
     parts = npy_row_parts(path, block_bytes=4 * 5 * 4)  # lazy: nothing read until asked, and picklable for a task
-    assert [len(p) for p in parts] == [4, 4, 4, 4, 4, 3]
+    assert [len(p) for p in parts] == [4, 4, 4, 4, 4, 3] and all(Path(p.path).is_absolute() for p in parts)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(parts[2])).read(), matrix[8:12])
+    with open(path, "r+b") as fh:  # cut after the header was read: the read says so
+        fh.truncate(parts[-1].offset + 8)
+    with pytest.raises(ValueError, match="ends before"):
+        parts[-1].read()
+    with open(path, "wb") as fh:
+        np.lib.format.write_array(fh, matrix[:0], version=version)
+    assert [p.read().shape for p in npy_row_parts(path, block_bytes=64)] == [(0, 5)]  # an empty cache: one empty block
+    with open(path, "wb") as fh:
+        np.lib.format.write_array(fh, matrix, version=version)
     blocks = list(npy_row_blocks(path, block_bytes=4 * 5 * 4))  # 4 rows a block
     assert [len(b) for b in blocks] == [4, 4, 4, 4, 4, 3]
     np.testing.assert_array_equal(np.concatenate(blocks), matrix)

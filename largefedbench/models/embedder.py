@@ -119,8 +119,9 @@ def _cache_fits(path: Path, rows: int) -> bool:
 
 @dataclass(frozen=True)
 class NpyRowBlock:
-    """Rows ``[lo, lo + rows)`` of a C-ordered 2-d ``.npy`` file, read on demand by whichever process calls
-    :meth:`read` (``offset``: the byte where they start)."""
+    """``rows`` consecutive rows of a C-ordered 2-d ``.npy`` file, starting at byte ``offset`` (an absolute
+    ``path``: a Ray task on another working directory opens the same file), read on demand by whichever process
+    calls :meth:`read`."""
 
     path: str
     offset: int
@@ -154,8 +155,9 @@ def npy_row_parts(path: Path, block_bytes: int) -> list[NpyRowBlock]:
         raise ValueError(f"{path} does not hold a C-ordered matrix")
     row_bytes = shape[1] * dtype.itemsize
     step = max(1, int(block_bytes) // max(1, row_bytes))
-    return [NpyRowBlock(str(path), start + lo * row_bytes, min(step, shape[0] - lo), shape[1], dtype.str)
-            for lo in range(0, shape[0], step)]
+    where = str(Path(path).resolve())
+    return [NpyRowBlock(where, start + lo * row_bytes, min(step, shape[0] - lo), shape[1], dtype.str)
+            for lo in range(0, max(shape[0], 1), step)]  # an empty file: one block of no rows
 
 
 def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
