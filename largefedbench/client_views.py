@@ -113,14 +113,18 @@ class ClientStore:
         if self.embeddings is None:
             raise InputError("this federation was built without span embeddings; pass embeddings= to Federation to "
                              "give client functions their cached span embeddings")
-        off, vectors = self.embeddings.offsets, self.embeddings.vectors
-        counts = self.span_counts(indices)
-        owner = np.repeat(np.arange(len(indices)), counts)
+        vectors = self.embeddings.vectors
+        owner = np.repeat(np.arange(len(indices)), self.span_counts(indices))
         rows = self.row_range(indices)
         if rows is not None:  # consecutive clients: a view, no copy
             return vectors[rows[0] : rows[1]], owner
-        starts = np.repeat(off[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        return vectors[starts + np.arange(len(owner))], owner
+        return vectors[self.row_indices(indices)], owner
+
+    def row_indices(self, indices: np.ndarray) -> np.ndarray:
+        """The span-embedding rows of the clients ``indices``, stacked in their order."""
+        counts = self.span_counts(indices)
+        starts = np.repeat(self.embeddings.offsets[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        return starts + np.arange(int(counts.sum()))
 
     def span_counts(self, indices: np.ndarray) -> np.ndarray:
         """How many span-embedding rows each of the clients ``indices`` owns."""

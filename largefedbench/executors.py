@@ -438,8 +438,7 @@ def _chunk_rows(store: ClientStore, blocks: RowBlocks, indices: np.ndarray) -> t
         first = int(blocks.starts[covering[0]])
         pick: Any = (span[0] - first, span[1] - first)
     else:  # scattered (e.g. a Poisson cohort): the rows' indices within the blocks holding them, end to end
-        off = store.embeddings.offsets
-        rows = np.repeat(off[indices] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+        rows = store.row_indices(indices)
         block = np.searchsorted(blocks.starts, rows, side="right") - 1
         covering = [int(b) for b in np.unique(block)]
         ends = np.cumsum([0] + [len(blocks.blocks[b]) for b in covering])
