@@ -69,7 +69,9 @@ def _reproduced(row: Row) -> str:
     if r is None:
         return "–"
     tol = r.tolerances
-    return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'} · {r.day} · acc ±{tol.get('accuracy', 0):g}, "
+    which = "" if r.seeds is None else \
+        f" · seed{'s' if len(r.seeds) > 1 else ''} {', '.join(map(str, r.seeds))} of {len(row.entry.seeds)}"
+    return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'}{which} · {r.day} · acc ±{tol.get('accuracy', 0):g}, "
             f"ε {tol.get('epsilon_relative', 0):g} rel.")
 
 

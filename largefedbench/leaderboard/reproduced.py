@@ -1,5 +1,6 @@
 """Reproduction records: ``<entry-id>.reproduced.json`` beside an entry says that `lfb leaderboard reproduce`
-re-ran it, when, on what, within which tolerances, and whether every number landed inside.
+re-ran it, when, on what, within which tolerances, and whether every number landed inside. A spot check of some of
+the entry's seeds names them (``seeds``), and the board's mark says so.
 
 The record names the SHA-256 of the entry file it re-ran, so editing the entry afterwards makes the record stale
 (a note, and the board shows no mark until it is re-run). Validation checks ``ok`` against the comparisons; the
@@ -61,6 +62,7 @@ class ReproductionRecord(_Strict):
     seconds: float = Field(ge=0.0, allow_inf_nan=False)
     environment: dict[str, str]  # lfb_version, python, platform
     selection: Selection | None = None
+    seeds: list[int] | None = None  # the entry's seeds that were re-run, when not all of them (a spot check)
 
     @property
     def day(self) -> str:
@@ -110,7 +112,7 @@ def build_record(result: Any, entry_path: Path, *, tolerances: Any, seconds: flo
                          "tolerance": c.tolerance, "ok": c.ok} for c in result.comparisons],
         "notes": list(result.notes), "seconds": float(seconds),
         "environment": {"lfb_version": __version__, "python": sys.version.split()[0], "platform": platform.platform()},
-        "selection": selection,
+        "selection": selection, "seeds": getattr(result, "seeds", None),
     }
     ReproductionRecord.model_validate(data)
     return data
@@ -143,6 +145,9 @@ def check_record(item: EntryFile, entry: Any) -> tuple[ReproductionRecord | None
         stale = note("reproduction", where, f"stale, not shown: the entry file changed after it was reproduced on "
                      f"{record.day} (its SHA-256 is not the record's)", _FIX)
         return None, out + [stale]
+    if record.seeds is not None and not (record.seeds and set(record.seeds) <= set(entry.seeds)):
+        out.append(error("reproduction", f"{where}.seeds", f"{path.name} names seeds {record.seeds}, but the entry ran "
+                         f"{list(entry.seeds)}", _FIX))
     if record.ok != (record.failed == 0):
         out.append(error("reproduction", f"{where}.ok", f"says ok={record.ok}, but {record.failed} of "
                          f"{len(record.comparisons)} compared numbers are outside their tolerance", _FIX))

@@ -3,6 +3,9 @@
 The method is looked up by its registered name (never by the entry's ``method.target``), on the snapshot with
 the entry's content hash, with the entry's seeds, budget, profile, preset and resolved method config. The
 re-run writes into a temporary folder; the report lists every compared number with its tolerance.
+
+Every seed of an entry runs on its own (its own method run, references and downstream model), so ``seeds`` may
+name a subset: a spot check of one seed costs a third of a three-seed entry and compares that seed's numbers.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +59,7 @@ class ReproduceResult:
     comparisons: list[Comparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reproduced_path: Path | None = None
+    seeds: list[int] | None = None  # the seeds re-run when a subset of the entry's (None: all of them)
 
     @property
     def ok(self) -> bool:
@@ -68,12 +72,14 @@ class ReproduceResult:
                          + ("" if c.ok else "   <- OUTSIDE"))
         lines += [f"note: {n}" for n in self.notes]
         bad = sum(not c.ok for c in self.comparisons)
-        lines.append(f"{self.entry_id}: " + ("reproduced within tolerance" if self.ok else
+        which = "" if self.seeds is None else f" (seed{'s' if len(self.seeds) > 1 else ''} " \
+            f"{', '.join(map(str, self.seeds))} only)"
+        lines.append(f"{self.entry_id}{which}: " + ("reproduced within tolerance" if self.ok else
                                              f"NOT reproduced: {bad} of {len(self.comparisons)} numbers outside"))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entry_id": self.entry_id, "ok": self.ok, "notes": self.notes,
+        return {"entry_id": self.entry_id, "ok": self.ok, "notes": self.notes, "seeds": self.seeds,
                 "comparisons": [{**dataclasses.asdict(c), "difference": c.difference} for c in self.comparisons]}
 
 
@@ -87,7 +93,8 @@ def _as_override(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str]):
+def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str],
+             seeds: tuple[int, ...]):
     from largefedbench.registry import get_method
     from largefedbench.run.eval import EvalRequest
 
@@ -95,15 +102,18 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
     fixed = getattr(cls, "fixed_epsilon", None) is not None
     return EvalRequest(method=entry.method.name, dataset=entry.dataset.snapshot,
                        epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
-                       delta=entry.privacy.delta, profile=entry.config.profile, seeds=tuple(entry.seeds),
+                       delta=entry.privacy.delta, profile=entry.config.profile, seeds=seeds,
                        overrides=overrides, preset=entry.config.preset, out=out, home=home, progress=progress,
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 
 
-def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: list[str]):
-    """The request that resolves to the entry's config (adding overrides where the method's defaults moved)."""
+def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: list[str],
+             seeds: tuple[int, ...] | None = None):
+    """The request that resolves to the entry's config (adding overrides where the method's defaults moved), for
+    ``seeds`` (default: the entry's)."""
+    seeds = tuple(entry.seeds) if seeds is None else seeds
     from largefedbench.config_overrides import config_to_dict
     from largefedbench.registry import get_method
     from largefedbench.run.eval import prepare, shipped_public_model
@@ -114,14 +124,14 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         notes.append(f"the entry's setting {k}={entry.config.method[k]!r} is retired ({retired[k]}); re-run without it")
     wanted = {k: v for k, v in entry.config.method.items() if k not in retired}
     overrides = {k: v for k, v in entry.config.overrides.items() if k not in retired}
-    request = _request(entry, out, home, progress, overrides)
+    request = _request(entry, out, home, progress, overrides, seeds)
     prep = prepare(request)
     moved = {k: v for k, v in wanted.items() if config_to_dict(prep.config).get(k) != v}
     if moved:
         notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
                      f"{', '.join(sorted(moved))} from the entry's resolved config")
         overrides.update({k: _as_override(v) for k, v in moved.items()})
-        request = _request(entry, out, home, progress, overrides)
+        request = _request(entry, out, home, progress, overrides, seeds)
         prep = prepare(request)
     got = config_to_dict(prep.config)
     if {k: v for k, v in got.items() if k in wanted} != wanted or set(wanted) - set(got):
@@ -154,24 +164,27 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
 
 
 def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> list[Comparison]:
+    """Every per-seed number of the re-run ``again`` against the same seed's in ``entry`` (the re-run may hold a
+    subset of the entry's seeds), and an audit entry's audit numbers."""
     out = []
-    seeds = entry["seeds"]
-    for i, seed in enumerate(seeds):
-        a, b = epsilon_value(entry["privacy"]["epsilon_per_seed"][i]), epsilon_value(again["privacy"]["epsilon_per_seed"][i])
+    index = {seed: i for i, seed in enumerate(entry["seeds"])}
+    pairs = [(seed, index[seed], j) for j, seed in enumerate(again["seeds"])]
+    for seed, i, j in pairs:
+        a, b = epsilon_value(entry["privacy"]["epsilon_per_seed"][i]), epsilon_value(again["privacy"]["epsilon_per_seed"][j])
         out.append(Comparison(f"ε, seed {seed}", a, b, "1e-3 relative", epsilon_matches(a, b)))
     metrics = [("next_token_accuracy", k, tol.accuracy) for k in ("top1", "top3", "top5")]
     metrics += [("reference_public", "top1", tol.accuracy), ("reference_non_private", "top1", tol.accuracy)]
     for section, k, atol in metrics:
-        for i, seed in enumerate(seeds):
+        for seed, i, j in pairs:
             a = entry["metrics"][section][k]["per_seed"][i]
-            b = again["metrics"][section][k]["per_seed"][i]
+            b = again["metrics"][section][k]["per_seed"][j]
             out.append(Comparison(f"{section}.{k}, seed {seed}", a, b, f"±{atol:g}", abs(a - b) <= atol))
-    for i, seed in enumerate(seeds):
-        a, b = entry["metrics"]["gap_closed"]["per_seed"][i], again["metrics"]["gap_closed"]["per_seed"][i]
+    for seed, i, j in pairs:
+        a, b = entry["metrics"]["gap_closed"]["per_seed"][i], again["metrics"]["gap_closed"]["per_seed"][j]
         out.append(Comparison(f"gap_closed, seed {seed}", a, b, f"±{tol.gap_closed:g}", abs(a - b) <= tol.gap_closed))
     if entry["metrics"].get("fid") and again["metrics"].get("fid"):
-        for i, seed in enumerate(seeds):
-            a, b = entry["metrics"]["fid"]["per_seed"][i], again["metrics"]["fid"]["per_seed"][i]
+        for seed, i, j in pairs:
+            a, b = entry["metrics"]["fid"]["per_seed"][i], again["metrics"]["fid"]["per_seed"][j]
             ok = abs(a - b) <= tol.fid_relative * max(abs(a), 1e-12)
             out.append(Comparison(f"fid, seed {seed}", a, b, f"{tol.fid_relative:.0%} relative", ok))
     if entry.get("audit") and again.get("audit"):
@@ -183,6 +196,20 @@ def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> l
             ok = a == b or abs(a - b) <= tol.audit_epsilon
             out.append(Comparison(f"audit.{key}", a, b, f"±{tol.audit_epsilon:g}", ok))
     return out
+
+
+def _seeds_to_run(entry: Entry, seeds: Sequence[int] | None) -> tuple[int, ...]:
+    """The entry's seeds, or the subset ``seeds`` of them (in the entry's order)."""
+    if seeds is None:
+        return tuple(entry.seeds)
+    unknown = sorted(set(seeds) - set(entry.seeds))
+    if unknown or not seeds:
+        raise InputError(f"--seeds {','.join(map(str, seeds)) or '(none)'}: the entry {entry.entry_id} ran seeds "
+                         f"{', '.join(map(str, entry.seeds))}; name one or more of those")
+    if entry.audit is not None and set(seeds) != set(entry.seeds):
+        raise InputError(f"{entry.entry_id} is an audit entry: its audit numbers pool every seed, so it is re-run "
+                         "whole (leave out --seeds)")
+    return tuple(s for s in entry.seeds if s in set(seeds))
 
 
 def _audit(entry: Entry, progress: bool):
@@ -197,10 +224,11 @@ def _audit(entry: Entry, progress: bool):
 
 
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
-              out: Path | None = None, progress: bool = False,
+              out: Path | None = None, progress: bool = False, seeds: Sequence[int] | None = None,
               log: Callable[[str], None] | None = None, root: Path | None = None) -> ReproduceResult:
     """Re-run the entry at ``path`` (snapshots and caches from the LargeFedBench ``home``, default ``$LFB_HOME``)
-    and compare; raises :class:`InputError` if the entry is not valid. ``root`` is the deprecated name of ``home``."""
+    and compare; ``seeds``: only these of the entry's seeds. Raises :class:`InputError` if the entry is not valid.
+    ``root`` is the deprecated name of ``home``."""
     from largefedbench.run.eval import run_eval
 
     home = renamed_path("reproduce", "home", home, "root", root)
@@ -210,10 +238,11 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
         problems = "; ".join(f.format() for f in report.errors)
         raise InputError(f"{path} is not a valid entry, so there is nothing trustworthy to reproduce: {problems}")
     entry: Entry = report.entry
-    result = ReproduceResult(entry.entry_id)
+    run_seeds = _seeds_to_run(entry, seeds)
+    result = ReproduceResult(entry.entry_id, seeds=None if set(run_seeds) == set(entry.seeds) else list(run_seeds))
     with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp:
         board = Path(out) if out is not None else Path(tmp)
-        request = _prepare(entry, board, home, progress, result.notes)
+        request = _prepare(entry, board, home, progress, result.notes, run_seeds)
         again = run_eval(request, log=log or (lambda msg: None), audit=_audit(entry, progress))
         if out is not None:
             result.reproduced_path = again.path

@@ -3,8 +3,10 @@
 Forged numbers that agree everywhere can only be caught by re-running. The K entries are drawn uniformly among the
 ranked ones with a recorded random seed (an expensive entry is as likely to be drawn as a cheap one), then re-run
 cheapest first by their recorded wall time, so a time limit (``max_seconds``) skips the long ones rather than the
-short ones. Each finished re-run writes ``<entry-id>.reproduced.json`` beside its entry (what was compared, when,
-within which tolerances, the selection) and the board is rendered again with the marks.
+short ones. With ``seeds_per_entry``, each drawn entry re-runs only that many of its seeds, drawn with the same
+random seed (a spot check at a fraction of the cost: the seeds run independently). Each finished re-run writes
+``<entry-id>.reproduced.json`` beside its entry (what was compared, when, within which tolerances, the selection,
+the seeds when not all) and the board is rendered again with the marks.
 """
 
 from __future__ import annotations
@@ -77,10 +79,18 @@ def draw(reports: list[EntryReport], k: int, seed: int) -> list[EntryReport]:
     return sorted(chosen, key=lambda r: (r.entry.costs.wall_seconds, r.entry.entry_id))
 
 
+def draw_seeds(seeds: list[int], n: int | None, rng: random.Random) -> list[int] | None:
+    """``n`` of an entry's ``seeds`` drawn with ``rng``, in the entry's order (None: all of them)."""
+    if n is None or n >= len(seeds):
+        return None
+    chosen = set(rng.sample(seeds, n))
+    return [s for s in seeds if s in chosen]
+
+
 def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path | None = None,
                      tolerances: Tolerances = Tolerances(), max_seconds: float | None = None, render: bool = True,
-                     runner: Callable[..., Any] | None = None, progress: bool = False,
-                     log: Callable[[str], None] | None = None) -> SampleResult:
+                     seeds_per_entry: int | None = None, runner: Callable[..., Any] | None = None,
+                     progress: bool = False, log: Callable[[str], None] | None = None) -> SampleResult:
     """Re-run ``k`` random ranked entries of the board folder ``board`` and record each outcome beside its entry.
 
     ``runner`` (default :func:`~.reproduce.reproduce`) re-runs one entry file and returns its ``ReproduceResult``."""
@@ -88,27 +98,33 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path
     runner = runner or reproduce
     if k < 1:
         raise InputError(f"--sample {k}: give the number of entries to re-run, at least 1")
+    if seeds_per_entry is not None and seeds_per_entry < 1:
+        raise InputError(f"--seeds {seeds_per_entry}: give how many seeds to re-run of each entry, at least 1")
     entries = Path(board) / ENTRIES
     if not entries.is_dir():
         raise InputError(f"{board} has no {ENTRIES}/ folder: pass the board folder (e.g. leaderboard)")
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     reports = validate_paths([entries])
     picked = draw(reports, k, seed)
+    seed_rng = random.Random(seed)
     result = SampleResult(seed, sum(r.status == "ranked" for r in reports))
     start = time.perf_counter()
     for report in picked:
         entry = report.entry
-        run = SampledRun(report.path, entry.entry_id, entry.costs.wall_seconds)
+        seeds = None if entry.audit is not None else draw_seeds(list(entry.seeds), seeds_per_entry, seed_rng)
+        share = 1.0 if seeds is None else len(seeds) / len(entry.seeds)
+        run = SampledRun(report.path, entry.entry_id, entry.costs.wall_seconds * share)
         result.runs.append(run)
         elapsed = time.perf_counter() - start
-        if max_seconds is not None and elapsed + entry.costs.wall_seconds > max_seconds:
-            run.skipped = (f"its recorded {entry.costs.wall_seconds:.0f} s would pass the {max_seconds:g} s limit "
+        if max_seconds is not None and elapsed + run.recorded_seconds > max_seconds:
+            run.skipped = (f"its recorded {run.recorded_seconds:.0f} s would pass the {max_seconds:g} s limit "
                            f"({elapsed:.0f} s used)")
             continue
-        log(f"re-running {entry.entry_id} (recorded {entry.costs.wall_seconds:.0f} s)")
+        which = "" if seeds is None else f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} only"
+        log(f"re-running {entry.entry_id} (recorded {run.recorded_seconds:.0f} s{which})")
         t0 = time.perf_counter()
         try:
-            run.result = runner(report.path, home=home, tolerances=tolerances, progress=progress, log=log)
+            run.result = runner(report.path, home=home, tolerances=tolerances, progress=progress, seeds=seeds, log=log)
         except LfbError as exc:
             run.skipped = f"the re-run could not be made: {exc}"
             continue

@@ -88,3 +88,34 @@ def test_an_entry_made_before_a_setting_existed_is_rebuilt_at_that_settings_pres
         update={"method": {**entry.config.method, "retired_knob": 3}})})
     with pytest.raises(InputError, match="retired_knob"):
         _prepare(gone, tmp_path / "board", lfb_home, False, [])
+
+
+def test_a_spot_check_compares_the_re_run_seeds_with_the_same_seeds_of_the_entry(entry):
+    """``reproduce(seeds=…)``: the re-run holds a subset of the entry's seeds, and each of its numbers is compared
+    with the same seed's number in the entry, not with the entry's first seed."""
+    from largefedbench.run.reproduce import _compare
+
+    from .entry_variants import with_seeds
+
+    three = with_seeds(entry, [0, 1, 2], spread=0.01)
+    again = with_seeds(entry, [0, 1, 2], spread=0.01)
+    for section in ("next_token_accuracy", "reference_public", "reference_non_private"):
+        for k in ("top1", "top3", "top5"):
+            again["metrics"][section][k]["per_seed"] = again["metrics"][section][k]["per_seed"][2:]
+    for key in ("gap_closed", "fid"):
+        again["metrics"][key]["per_seed"] = again["metrics"][key]["per_seed"][2:]
+    again["privacy"]["epsilon_per_seed"] = again["privacy"]["epsilon_per_seed"][2:]
+    again["seeds"] = [2]
+    compared = _compare(three, again, Tolerances(accuracy=0.005))
+    assert compared and all(c.metric.endswith("seed 2") for c in compared)
+    assert all(c.ok and c.difference == 0 for c in compared)
+    top1 = next(c for c in compared if c.metric == "next_token_accuracy.top1, seed 2")
+    assert top1.entry == three["metrics"]["next_token_accuracy"]["top1"]["per_seed"][2]
+    # seed 0's number differs by 2 × 0.01 from seed 2's: compared with it, the check would fail
+    assert abs(top1.entry - three["metrics"]["next_token_accuracy"]["top1"]["per_seed"][0]) > 0.005
+
+
+def test_a_spot_check_of_seeds_the_entry_did_not_run_is_refused(produced, capsys):
+    code = main(["leaderboard", "reproduce", str(produced.path), "--seeds", "4", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ran seeds 0; name one or more of those" in err

@@ -48,17 +48,20 @@ class FakeRunner:
 
     def __init__(self, off: float = 0.0) -> None:
         self.calls: list[str] = []
+        self.seeds: list[list[int] | None] = []
         self.off = off
 
     def __call__(self, path: Path, **kwargs) -> ReproduceResult:
         entry = json.loads(Path(path).read_text())
         self.calls.append(entry["entry_id"])
+        self.seeds.append(kwargs.get("seeds"))
         top1 = entry["metrics"]["next_token_accuracy"]["top1"]["per_seed"][0]
         again = top1 + self.off
         return ReproduceResult(entry["entry_id"], [
             Comparison("ε, seed 0", entry["privacy"]["epsilon_per_seed"][0], entry["privacy"]["epsilon_per_seed"][0],
                        "1e-3 relative", True),
-            Comparison("next_token_accuracy.top1, seed 0", top1, again, "±0.005", abs(again - top1) <= 0.005)])
+            Comparison("next_token_accuracy.top1, seed 0", top1, again, "±0.005", abs(again - top1) <= 0.005)],
+            seeds=kwargs.get("seeds"))
 
 
 def _wall(board: Path, entry_id: str) -> float:
@@ -163,3 +166,38 @@ def test_an_orphan_record_is_refused_and_bad_arguments_are_clear(board, capsys):
     assert "not one entry" in capsys.readouterr().err
     assert main(["leaderboard", "reproduce"]) == 2
     assert "--sample K" in capsys.readouterr().err
+
+
+def test_one_seed_per_entry_is_drawn_with_the_seed_and_named_on_the_board(board):
+    """A spot check (``--seeds 1`` with --sample): each drawn entry re-runs one of its three seeds, drawn with the
+    recorded random seed; the time limit counts a third of the recorded wall time; the record and mark name it."""
+    runner = FakeRunner()
+    result = reproduce_sample(board, 3, seed=7, runner=runner, seeds_per_entry=1, max_seconds=250 / 3)
+    ran = [r for r in result.runs if r.result is not None]
+    assert ran and all(len(s) == 1 and s[0] in (0, 1, 2) for s in runner.seeds)
+    assert [r.recorded_seconds for r in result.runs] == pytest.approx([_wall(board, r.entry_id) / 3 for r in result.runs])
+    again = FakeRunner()
+    reproduce_sample(board, 3, seed=7, runner=again, seeds_per_entry=1, max_seconds=250 / 3, render=False)
+    assert again.seeds == runner.seeds, "the same random seed draws the same seeds"
+    record = json.loads(record_path(ran[0].path).read_text())
+    assert record["seeds"] == runner.seeds[0]
+    row = next(line for line in (board / "README.md").read_text().splitlines() if f"`{ran[0].entry_id}`" in line)
+    assert f"[yes · seed {runner.seeds[0][0]} of 3 · {record['reproduced_at'][:10]}" in row
+    everything = FakeRunner()
+    reproduce_sample(board, 2, seed=7, runner=everything, seeds_per_entry=3, render=False)
+    assert everything.seeds == [None, None], "as many seeds as the entry has: the whole entry"
+
+
+def test_a_record_naming_seeds_the_entry_did_not_run_is_an_error(board):
+    result = reproduce_sample(board, 1, seed=4, runner=FakeRunner(), seeds_per_entry=1, render=False)
+    path = record_path(result.runs[0].path)
+    record = json.loads(path.read_text())
+    record["seeds"] = [9]
+    path.write_text(json.dumps(record))
+    report = next(r for r in validate_paths([board / "entries"]) if r.path == result.runs[0].path)
+    assert not report.valid and any("names seeds [9]" in f.message for f in report.errors)
+
+
+def test_seeds_per_entry_must_be_a_count(board, capsys):
+    code = main(["leaderboard", "reproduce", "--sample", "1", "--seeds", "0,1", str(board), "--quiet"])
+    assert code == 2 and "give how many seeds to draw from each entry" in capsys.readouterr().err
