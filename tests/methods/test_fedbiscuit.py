@@ -150,6 +150,39 @@ def test_selector_task_loss_and_order_symmetry(tiny):
     np.testing.assert_allclose(task.prefers_a(model, np.arange(2), 8), -flipped.prefers_a(model, np.arange(2), 8), atol=1e-5)
 
 
+def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_their_gradients(tiny):
+    """``SelectorTask`` runs the LM head only at the rows' last positions (``logits_to_keep``): on a right-padded
+    batch of different lengths the choice logits and the LoRA-style gradients equal those of the full logits."""
+    tok = tiny[1].generator_tokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=16, n_layer=2, n_head=2)).eval()
+    task = SelectorTask(tok, ["the cell divides fast", "a bill", "x"], ["we met farmers today", "genes", "a b c d e"], 8)
+    batch = task.examples(np.arange(3), np.array([0, 1, 0]))
+    assert len({len(r) for r, _ in batch}) > 2, "rows of several lengths, so the last positions differ"
+
+    def full_logits(rows):
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), task.pad_id)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)], mask[i, : len(r)] = torch.as_tensor(r), 1
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        return logits[torch.arange(len(rows)), mask.sum(1) - 1][:, task.choice_ids]
+
+    labels = torch.as_tensor([y for _, y in batch])
+    expected_loss = torch.nn.functional.cross_entropy(full_logits([r for r, _ in batch]), labels)
+    expected_loss.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss = task.loss(model, batch)
+    loss.backward()
+    torch.testing.assert_close(loss, expected_loss, rtol=0, atol=1e-6)
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_paper_schedule_and_plan_follow_algorithm_1():
     cfg = FedBiscuitConfig()
     steps = cfg.schedule()
