@@ -471,25 +471,23 @@ def cmd_leaderboard_reproduce(args) -> int:
         if board.is_file():
             raise InputError(f"--sample draws from a board folder, not one entry: pass the folder (e.g. leaderboard), "
                              f"not {board}")
-        per_entry = None
         if args.seeds is not None:
-            try:
-                per_entry = int(args.seeds)
-            except ValueError:
-                raise InputError(f"--sample with --seeds {args.seeds!r}: give how many seeds to draw from each entry "
-                                 "(e.g. --seeds 1)") from None
+            raise InputError(f"--seeds {args.seeds} names seeds of one entry; with --sample give how many of each drawn "
+                             "entry's seeds to re-run: --seeds-per-entry N")
         sampled = reproduce_sample(board, args.sample, seed=args.seed, home=args.home, tolerances=tol,
-                                   max_seconds=args.max_seconds, seeds_per_entry=per_entry, progress=not args.quiet,
-                                   log=log)
+                                   max_seconds=args.max_seconds, seeds_per_entry=args.seeds_per_entry,
+                                   progress=not args.quiet, log=log)
         if args.json:
             _print_json({"seed": sampled.seed, "among": sampled.among, "runs": [
-                {"entry_id": r.entry_id, "ok": r.result.ok if r.result else None, "skipped": r.skipped,
+                {"entry_id": r.entry_id, "ok": r.result.ok if r.result else None, "skipped": r.skipped, "seeds": r.seeds,
                  "record": str(r.record) if r.record else None} for r in sampled.runs]})
         else:
             print(sampled.format())
         return 0 if sampled.ok else 1
     if args.entry is None:
         raise InputError("give an entry file to reproduce, or --sample K to re-run K random ranked entries of a board")
+    if args.seeds_per_entry is not None:
+        raise InputError("--seeds-per-entry goes with --sample; to spot-check one entry name its seeds: --seeds 1")
     start = time.perf_counter()
     seeds = None if args.seeds is None else _seeds(args.seeds)
     result = reproduce(args.entry, home=args.home, tolerances=tol, out=args.out, progress=not args.quiet,
@@ -554,7 +552,9 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--max-seconds", type=float, default=None, help="with --sample: skip entries whose recorded wall "
                    "time would pass this many seconds in total")
     p.add_argument("--seeds", default=None, help="re-run only these of the entry's seeds (comma-separated): a spot "
-                   "check; with --sample, the number of seeds to draw from each entry (default: all)")
+                   "check compared seed for seed")
+    p.add_argument("--seeds-per-entry", type=int, default=None, metavar="N", help="with --sample: re-run N seeds of "
+                   "each drawn entry, drawn from the same random seed (default: all; audit entries always whole)")
     p.add_argument("--record", action="store_true", help="store ENTRY-ID.reproduced.json beside the entry (--sample "
                    "always does); `lfb leaderboard render` then marks it on the board")
     _add_home(p, old="--root")

@@ -297,10 +297,13 @@ class SelectorTask:
             ids[i, : len(r)] = torch.as_tensor(r)
             mask[i, : len(r)] = 1
         last = mask.sum(1).to(device) - 1
-        # the LM head at each row's last position only (a few distinct positions, not every position of every row):
-        # the same logits and gradients, a fifth less time per selector step on the cpu profile (docs/speed.md)
+        # the LM head only at the batch's distinct last positions (each row's, a handful in a right-padded batch),
+        # not at every position: the same logits and gradients, a fifth less time a selector step (docs/speed.md)
         keep = torch.unique(last)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits
+        if logits.shape[1] != len(keep):
+            raise RuntimeError(f"{type(model).__name__} ignored logits_to_keep ({logits.shape[1]} positions, not "
+                               f"{len(keep)}): the selector needs a transformers causal LM that supports it")
         return logits[torch.arange(len(rows), device=device), torch.searchsorted(keep, last)][:, self.choice_ids].float()
 
     def loss(self, model, batch: list[tuple[list[int], int]]) -> torch.Tensor:

@@ -170,7 +170,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("seeds", "Seeds", "number of seeds (ranking needs at least three)", lambda r: len(r.entry.seeds),
            lambda r: str(len(r.entry.seeds))),
     Column("reproduced", "Reproduced", "re-run by `lfb leaderboard reproduce`: whether every number landed within "
-           "tolerance, when, and the accuracy and ε tolerances (the record is beside the entry)",
+           "tolerance, which seeds when not all (a spot check), when, and the accuracy and ε tolerances (the record "
+           "is beside the entry)",
            lambda r: r.reproduction.reproduced_at if r.reproduction else "", _reproduced, numeric=False),
     Column("entry", "Entry", "the entry file (all numbers, the ledgers, the environment)", lambda r: r.entry.entry_id,
            lambda r: r.entry.entry_id, numeric=False),

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import math
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -43,11 +44,13 @@ class RecordedComparison(_Strict):
 
 
 class Selection(_Strict):
-    """How the entry was picked: ``sample`` of ``among`` ranked entries with random ``seed``."""
+    """How the entry was picked: ``sample`` of ``among`` ranked entries with random ``seed`` (and, for a spot check,
+    ``seeds_per_entry`` of each drawn entry's seeds, drawn from the same random seed)."""
 
     sample: int = Field(ge=1)
     among: int = Field(ge=1)
     seed: int
+    seeds_per_entry: int | None = Field(default=None, ge=1)
 
 
 class ReproductionRecord(_Strict):
@@ -112,10 +115,30 @@ def build_record(result: Any, entry_path: Path, *, tolerances: Any, seconds: flo
                          "tolerance": c.tolerance, "ok": c.ok} for c in result.comparisons],
         "notes": list(result.notes), "seconds": float(seconds),
         "environment": {"lfb_version": __version__, "python": sys.version.split()[0], "platform": platform.platform()},
-        "selection": selection, "seeds": getattr(result, "seeds", None),
+        "selection": selection,
     }
+    if getattr(result, "seeds", None) is not None:  # a spot check; a full re-run's record keeps the older layout
+        data["seeds"] = list(result.seeds)
     ReproductionRecord.model_validate(data)
     return data
+
+
+_COMPARED_SEED = re.compile(r", seed (-?\d+)$")
+
+
+def _check_seeds(record: ReproductionRecord, entry: Any, name: str, where: str) -> list[Finding]:
+    """A spot check names a proper subset of the entry's seeds, each once, and its comparisons cover exactly the
+    seeds it names (a full re-run's: every seed of the entry), so the mark cannot claim more than was compared."""
+    if record.seeds is not None and (len(set(record.seeds)) != len(record.seeds) or not record.seeds
+                                     or not set(record.seeds) < set(entry.seeds)):
+        return [error("reproduction", f"{where}.seeds", f"{name} names seeds {record.seeds}, but a spot check names "
+                      f"some of the entry's seeds {list(entry.seeds)}, each once (all of them: leave seeds out)", _FIX)]
+    claimed = set(entry.seeds if record.seeds is None else record.seeds)
+    compared = {int(m.group(1)) for c in record.comparisons if (m := _COMPARED_SEED.search(c.metric))}
+    if compared != claimed:
+        return [error("reproduction", f"{where}.comparisons", f"{name} compares seeds {sorted(compared)} but claims "
+                      f"{sorted(claimed)}" + (" (every seed of the entry)" if record.seeds is None else ""), _FIX)]
+    return []
 
 
 def check_record(item: EntryFile, entry: Any) -> tuple[ReproductionRecord | None, list[Finding]]:
@@ -145,9 +168,7 @@ def check_record(item: EntryFile, entry: Any) -> tuple[ReproductionRecord | None
         stale = note("reproduction", where, f"stale, not shown: the entry file changed after it was reproduced on "
                      f"{record.day} (its SHA-256 is not the record's)", _FIX)
         return None, out + [stale]
-    if record.seeds is not None and not (record.seeds and set(record.seeds) <= set(entry.seeds)):
-        out.append(error("reproduction", f"{where}.seeds", f"{path.name} names seeds {record.seeds}, but the entry ran "
-                         f"{list(entry.seeds)}", _FIX))
+    out += _check_seeds(record, entry, path.name, where)
     if record.ok != (record.failed == 0):
         out.append(error("reproduction", f"{where}.ok", f"says ok={record.ok}, but {record.failed} of "
                          f"{len(record.comparisons)} compared numbers are outside their tolerance", _FIX))

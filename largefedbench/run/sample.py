@@ -32,11 +32,16 @@ from largefedbench.run.reproduce import Tolerances, reproduce
 class SampledRun:
     path: Path
     entry_id: str
-    recorded_seconds: float
+    recorded_seconds: float  # the entry's recorded wall time, prorated to the seeds re-run
     result: Any = None  # ReproduceResult when the re-run finished
     record: Path | None = None
     skipped: str | None = None  # why it was not re-run (time limit, or the re-run could not start)
     seconds: float = 0.0
+    seeds: list[int] | None = None  # the seeds re-run, when not all of the entry's
+
+    @property
+    def which(self) -> str:
+        return "" if self.seeds is None else f"seed{'s' if len(self.seeds) > 1 else ''} {', '.join(map(str, self.seeds))}"
 
 
 @dataclass
@@ -58,8 +63,9 @@ class SampleResult:
             else:
                 state = "reproduced within tolerance" if r.result.ok else \
                     f"NOT reproduced ({sum(not c.ok for c in r.result.comparisons)} numbers outside)"
-                lines.append(f"  {r.entry_id}: {state} in {r.seconds:.0f} s (recorded {r.recorded_seconds:.0f} s); "
-                             f"record {r.record}")
+                which = f" ({r.which} only)" if r.seeds is not None else ""
+                lines.append(f"  {r.entry_id}{which}: {state} in {r.seconds:.0f} s (recorded {r.recorded_seconds:.0f} s "
+                             f"for {'these seeds' if which else 'all seeds'}); record {r.record}")
         return "\n".join(lines)
 
 
@@ -106,22 +112,21 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     reports = validate_paths([entries])
     picked = draw(reports, k, seed)
-    seed_rng = random.Random(seed)
+    seed_rng = random.Random(f"{seed}:seeds")  # its own stream: the seed draws do not replay the entry draw
     result = SampleResult(seed, sum(r.status == "ranked" for r in reports))
     start = time.perf_counter()
     for report in picked:
         entry = report.entry
         seeds = None if entry.audit is not None else draw_seeds(list(entry.seeds), seeds_per_entry, seed_rng)
         share = 1.0 if seeds is None else len(seeds) / len(entry.seeds)
-        run = SampledRun(report.path, entry.entry_id, entry.costs.wall_seconds * share)
+        run = SampledRun(report.path, entry.entry_id, entry.costs.wall_seconds * share, seeds=seeds)
         result.runs.append(run)
         elapsed = time.perf_counter() - start
         if max_seconds is not None and elapsed + run.recorded_seconds > max_seconds:
             run.skipped = (f"its recorded {run.recorded_seconds:.0f} s would pass the {max_seconds:g} s limit "
                            f"({elapsed:.0f} s used)")
             continue
-        which = "" if seeds is None else f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} only"
-        log(f"re-running {entry.entry_id} (recorded {run.recorded_seconds:.0f} s{which})")
+        log(f"re-running {entry.entry_id} (recorded {run.recorded_seconds:.0f} s" + (f", {run.which} only)" if seeds else ")"))
         t0 = time.perf_counter()
         try:
             run.result = runner(report.path, home=home, tolerances=tolerances, progress=progress, seeds=seeds, log=log)
@@ -133,7 +138,8 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path
             continue
         run.seconds = time.perf_counter() - t0
         run.record = record_reproduction(run.result, report.path, tolerances=tolerances, seconds=run.seconds,
-                                         selection={"sample": k, "among": result.among, "seed": seed})
+                                         selection={"sample": k, "among": result.among, "seed": seed,
+                                                    **({"seeds_per_entry": seeds_per_entry} if seeds_per_entry else {})})
     if render and any(r.record for r in result.runs):
         from largefedbench.leaderboard.render import render_board
 

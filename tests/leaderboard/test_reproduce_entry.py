@@ -119,3 +119,27 @@ def test_a_spot_check_of_seeds_the_entry_did_not_run_is_refused(produced, capsys
     code = main(["leaderboard", "reproduce", str(produced.path), "--seeds", "4", "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "ran seeds 0; name one or more of those" in err
+
+
+def test_a_spot_check_runs_only_the_named_seeds(monkeypatch, lfb_home):
+    """``reproduce(seeds=…)`` hands the subset to the re-run (the harness would otherwise re-run every seed while the
+    mark says one): the request that reaches ``run_eval`` holds only the named seed."""
+    from pathlib import Path
+
+    import largefedbench.run.eval as eval_module
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def fake_run_eval(request, **kwargs):
+        seen.append(request.seeds)
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    path = next(p for p in sorted(board.glob("demo/dp-fedavg/dp-fedavg--demo--tiny--eps1--??????????.json")))
+    with pytest.raises(Stop):
+        reproduce(path, home=lfb_home, seeds=[2])
+    assert seen == [(2,)]

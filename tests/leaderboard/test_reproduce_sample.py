@@ -44,7 +44,8 @@ def board(tmp_path) -> Path:
 
 
 class FakeRunner:
-    """Stands in for `reproduce`: every number reproduced, or the top-1 of seed 0 off by ``off``."""
+    """Stands in for `reproduce`: compares ε and top-1 of every seed it re-runs (``seeds``, default the entry's), all
+    reproduced, or the top-1 of the first of them off by ``off``."""
 
     def __init__(self, off: float = 0.0) -> None:
         self.calls: list[str] = []
@@ -55,13 +56,16 @@ class FakeRunner:
         entry = json.loads(Path(path).read_text())
         self.calls.append(entry["entry_id"])
         self.seeds.append(kwargs.get("seeds"))
-        top1 = entry["metrics"]["next_token_accuracy"]["top1"]["per_seed"][0]
-        again = top1 + self.off
-        return ReproduceResult(entry["entry_id"], [
-            Comparison("ε, seed 0", entry["privacy"]["epsilon_per_seed"][0], entry["privacy"]["epsilon_per_seed"][0],
-                       "1e-3 relative", True),
-            Comparison("next_token_accuracy.top1, seed 0", top1, again, "±0.005", abs(again - top1) <= 0.005)],
-            seeds=kwargs.get("seeds"))
+        comparisons = []
+        for n, seed in enumerate(kwargs.get("seeds") or entry["seeds"]):
+            i = entry["seeds"].index(seed)
+            eps = entry["privacy"]["epsilon_per_seed"][i]
+            top1 = entry["metrics"]["next_token_accuracy"]["top1"]["per_seed"][i]
+            again = top1 + (self.off if n == 0 else 0.0)
+            comparisons += [Comparison(f"ε, seed {seed}", eps, eps, "1e-3 relative", True),
+                            Comparison(f"next_token_accuracy.top1, seed {seed}", top1, again, "±0.005",
+                                       abs(again - top1) <= 0.005)]
+        return ReproduceResult(entry["entry_id"], comparisons, seeds=kwargs.get("seeds"))
 
 
 def _wall(board: Path, entry_id: str) -> float:
@@ -198,6 +202,60 @@ def test_a_record_naming_seeds_the_entry_did_not_run_is_an_error(board):
     assert not report.valid and any("names seeds [9]" in f.message for f in report.errors)
 
 
-def test_seeds_per_entry_must_be_a_count(board, capsys):
+def test_the_seed_draw_is_uniform_and_repeatable():
+    import random
+
+    from largefedbench.run.sample import draw_seeds
+
+    picks = [draw_seeds([0, 1, 2], 1, random.Random(f"{s}:seeds")) for s in range(60)]
+    assert {p[0] for p in picks} == {0, 1, 2}, "every seed gets drawn"
+    assert picks == [draw_seeds([0, 1, 2], 1, random.Random(f"{s}:seeds")) for s in range(60)]
+    assert draw_seeds([5, 3, 9], 2, random.Random(0)) in ([5, 3], [5, 9], [3, 9]), "kept in the entry's order"
+    assert draw_seeds([0, 1, 2], 3, random.Random(0)) is None and draw_seeds([0, 1, 2], None, random.Random(0)) is None
+
+
+def test_a_spot_check_record_must_compare_exactly_the_seeds_it_claims(board):
+    result = reproduce_sample(board, 1, seed=4, runner=FakeRunner(), seeds_per_entry=1, render=False)
+    path = record_path(result.runs[0].path)
+    record = json.loads(path.read_text())
+    assert record["selection"]["seeds_per_entry"] == 1
+    claimed = record["seeds"][0]
+
+    def findings(**change) -> list[str]:
+        path.write_text(json.dumps({**record, **change}))
+        report = next(r for r in validate_paths([board / "entries"]) if r.path == result.runs[0].path)
+        return [f.message for f in report.errors]
+
+    assert findings() == []
+    assert any("names seeds [9]" in m for m in findings(seeds=[9]))
+    assert any("each once" in m for m in findings(seeds=[claimed, claimed]))
+    assert any("all of them: leave seeds out" in m for m in findings(seeds=[0, 1, 2]))
+    other = next(s for s in (0, 1, 2) if s != claimed)
+    assert any(f"compares seeds [{claimed}] but claims [{other}]" in m for m in findings(seeds=[other]))
+    dropped = {k: v for k, v in record.items() if k != "seeds"}
+    path.write_text(json.dumps(dropped))  # without its seeds the spot check would pass for a full re-run
+    report = next(r for r in validate_paths([board / "entries"]) if r.path == result.runs[0].path)
+    assert any("(every seed of the entry)" in f.message for f in report.errors)
+
+
+def test_audit_entries_are_re_run_whole_by_a_spot_check_sample(board):
+    base = json.loads(next(board.rglob("*copy0.json")).read_text())
+    audit_entry = next(p for p in sorted((REPO / "leaderboard" / "entries" / "demo" / "dp-fedavg").glob("*audit*.json"))
+                       if not p.name.endswith(".reproduced.json"))
+    data = relabel(json.loads(audit_entry.read_text()), entry_id="dp-fedavg--demo--tiny--eps1--audit-copy")
+    data["costs"]["wall_seconds"] = 1.0
+    save(board, data, artifacts_from=audit_entry.parent)
+    runner = FakeRunner()
+    reproduce_sample(board, len(WALL) + 1, seed=0, runner=runner, seeds_per_entry=1, render=False)
+    by_id = dict(zip(runner.calls, runner.seeds))
+    assert by_id["dp-fedavg--demo--tiny--eps1--audit-copy"] is None
+    assert all(len(s) == 1 for e, s in by_id.items() if e != "dp-fedavg--demo--tiny--eps1--audit-copy")
+    assert base["seeds"] == [0, 1, 2]
+
+
+def test_the_seed_options_say_which_goes_with_what(board, capsys):
     code = main(["leaderboard", "reproduce", "--sample", "1", "--seeds", "0,1", str(board), "--quiet"])
-    assert code == 2 and "give how many seeds to draw from each entry" in capsys.readouterr().err
+    assert code == 2 and "--seeds-per-entry N" in capsys.readouterr().err
+    entry = next(board.rglob("*copy0.json"))
+    code = main(["leaderboard", "reproduce", str(entry), "--seeds-per-entry", "1", "--quiet"])
+    assert code == 2 and "goes with --sample" in capsys.readouterr().err

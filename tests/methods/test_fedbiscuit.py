@@ -151,13 +151,20 @@ def test_selector_task_loss_and_order_symmetry(tiny):
 
 
 def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_their_gradients(tiny):
-    """``SelectorTask`` runs the LM head only at the rows' last positions (``logits_to_keep``): on a right-padded
-    batch of different lengths the choice logits and the LoRA-style gradients equal those of the full logits."""
+    """``SelectorTask`` runs the LM head only at the rows' last positions (``logits_to_keep``, through the PEFT
+    wrapper the method trains): on a right-padded batch of different lengths the choice logits and the LoRA
+    gradients equal those of the full logits."""
     tok = tiny[1].generator_tokenizer
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from largefedbench.synthetic.lora import add_lora
+
     torch.manual_seed(1)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=16, n_layer=2, n_head=2)).eval()
+    base = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=16, n_layer=2, n_head=2))
+    model = add_lora(base, rank=2, alpha=4).eval()
+    for name, param in model.named_parameters():  # B = 0 at first: move it, so the gradients reach every LoRA factor
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.1)
     task = SelectorTask(tok, ["the cell divides fast", "a bill", "x"], ["we met farmers today", "genes", "a b c d e"], 8)
     batch = task.examples(np.arange(3), np.array([0, 1, 0]))
     assert len({len(r) for r, _ in batch}) > 2, "rows of several lengths, so the last positions differ"
@@ -174,12 +181,14 @@ def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_th
     labels = torch.as_tensor([y for _, y in batch])
     expected_loss = torch.nn.functional.cross_entropy(full_logits([r for r, _ in batch]), labels)
     expected_loss.backward()
-    expected = [p.grad.clone() for p in model.parameters()]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    expected = [p.grad.clone() for p in trained]
+    assert trained and all(g.abs().sum() > 0 for g in expected)
     model.zero_grad()
     loss = task.loss(model, batch)
     loss.backward()
     torch.testing.assert_close(loss, expected_loss, rtol=0, atol=1e-6)
-    for got, want in zip((p.grad for p in model.parameters()), expected):
+    for got, want in zip((p.grad for p in trained), expected):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
