@@ -44,6 +44,13 @@ class Row:
     rank: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
     other_generator_only: bool = False  # its generator-only numbers are not its group's newest (marked with †)
+    variant: str = ""  # the method settings that tell it from the group's other rows of its method ("k=v, …")
+
+    @property
+    def label(self) -> str:
+        """The method's name, with the settings that tell this row apart where its group runs the method in more
+        than one configuration (plots key their series by it)."""
+        return self.entry.method.name + (f" [{self.variant}]" if self.variant else "")
 
     @property
     def record_href(self) -> str:
@@ -159,6 +166,25 @@ def mark_other_generator_only_rows(group: Group) -> None:
             row.other_generator_only = any(abs(newest[s] - v) > 1e-9 for s, v in numbers.items() if s in newest)
 
 
+#: at most this many differing settings are named in a row's variant
+VARIANT_KEYS = 3
+
+
+def mark_variants(group: Group) -> None:
+    """Name, on each row of a method the group runs in more than one resolved configuration, the settings whose
+    values differ among those rows (e.g. PE's ``prompt_format`` before and after its cpu preset changed), so two rows
+    of one method are never shown as the same thing."""
+    by_method: dict[str, list[Row]] = {}
+    for row in group.rows:
+        by_method.setdefault(row.entry.method.name, []).append(row)
+    for rows in by_method.values():
+        configs = [r.entry.config.method for r in rows]
+        keys = sorted(k for k in set().union(*configs) if len({repr(c.get(k)) for c in configs}) > 1)
+        for row, config in zip(rows, configs):
+            shown = [f"{k}={config.get(k)}" for k in keys[:VARIANT_KEYS]]
+            row.variant = ", ".join(shown + (["…"] if len(keys) > VARIANT_KEYS else []))
+
+
 def build_board(reports: list[EntryReport]) -> Board:
     """Group and rank the valid entries of ``reports``."""
     groups: dict[tuple[str, ...], Group] = {}
@@ -179,6 +205,7 @@ def build_board(reports: list[EntryReport]) -> Board:
     for group in groups.values():
         group.rows.sort(key=_sort_key)
         mark_other_generator_only_rows(group)
+        mark_variants(group)
         for status in SECTIONS:
             for bucket, rows in group.tables(status):
                 if status == "ranked" and bucket != REFERENCES:

@@ -122,8 +122,10 @@ def _gain_text(row: Row) -> str:
 
 COLUMNS: tuple[Column, ...] = (
     Column("rank", "#", "rank by mean top-1 accuracy within the ε bucket", lambda r: r.rank, _rank),
-    Column("method", "Method", "method name and version", lambda r: r.entry.method.name,
-           lambda r: f"{r.entry.method.name} {r.entry.method.version}", numeric=False),
+    Column("method", "Method", "method name and version; where the group runs a method in more than one "
+           "configuration, the settings that differ", lambda r: r.label,
+           lambda r: f"{r.entry.method.name} {r.entry.method.version}" + (f" [{r.variant}]" if r.variant else ""),
+           numeric=False),
     Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers",
            lambda r: r.epsilon, lambda r: _num(r.epsilon, 4)),
     Column("audited", "Audited ε", "empirical ε lower bound from canary clients (`lfb audit`, Steinke et al. 2023), "

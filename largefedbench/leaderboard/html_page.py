@@ -118,7 +118,8 @@ def _cell(column: Column, row: Row) -> str:
         body = f'<span title="{escape(noise_summary(row))}">{escape(column.text(row))}</span>'
     elif column.key == "method":
         body = (f'<span title="{escape(row.entry.method.paper)}">{escape(row.entry.method.name)}</span> '
-                f'<span class="muted">{escape(row.entry.method.version)}</span>')
+                f'<span class="muted">{escape(row.entry.method.version)}</span>'
+                + (f' <span class="muted">[{escape(row.variant)}]</span>' if row.variant else ""))
     else:
         body = escape(column.text(row))
     return f'<td{attrs} data-v="{value}">{body}</td>'

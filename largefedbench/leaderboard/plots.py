@@ -37,10 +37,10 @@ def frontier_plot(group: Group, path: Path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     private = [r for r in group.rows if 0 < r.epsilon < math.inf]
-    methods = sorted({r.entry.method.name for r in private})
+    methods = sorted({r.label for r in private})
     colors = plt.get_cmap("tab10")
     for i, name in enumerate(methods):
-        rows = sorted((r for r in private if r.entry.method.name == name), key=lambda r: r.epsilon)
+        rows = sorted((r for r in private if r.label == name), key=lambda r: r.epsilon)
         ranked = [r for r in rows if r.status == "ranked"]
         color = colors(i % 10)
         if ranked:
@@ -85,7 +85,7 @@ def _label(row: Row) -> str:
     eps = row.epsilon
     shown = "∞" if math.isinf(eps) else f"{eps:.3g}"
     apart = "" if row.status == "ranked" else f" [{row.status}]"
-    return f"{row.entry.method.name} (ε={shown}){apart}"
+    return f"{row.label} (ε={shown}){apart}"
 
 
 def _value_text(value: float | None) -> str:
