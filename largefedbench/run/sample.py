@@ -105,7 +105,7 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path
     if k < 1:
         raise InputError(f"--sample {k}: give the number of entries to re-run, at least 1")
     if seeds_per_entry is not None and seeds_per_entry < 1:
-        raise InputError(f"--seeds {seeds_per_entry}: give how many seeds to re-run of each entry, at least 1")
+        raise InputError(f"--seeds-per-entry {seeds_per_entry}: give how many seeds to re-run of each entry, at least 1")
     entries = Path(board) / ENTRIES
     if not entries.is_dir():
         raise InputError(f"{board} has no {ENTRIES}/ folder: pass the board folder (e.g. leaderboard)")
