@@ -131,12 +131,12 @@ class PEConfig:
 
     @classmethod
     def cpu(cls) -> PEConfig:
-        """The ``cpu`` profile (SmolLM2-135M on 2 cores, 14–25 minutes a seed on a shared core): 3 rounds of 144 candidates, no
-        look-ahead, the generator's own variation (roberta-large is not installed offline) at temperature 0.8, top-p
-        0.95; PrE-Text's own expansion (new samples from "Original Text Sample" prompts of 3 survivors, 48 new
-        tokens), 1024 final samples. Until session 13 this preset continued the first 12 words of one survivor
-        instead (faster sampling): those continuations of public-corpus words trailed the generator-only row on every
-        seed (−0.11 to −0.17 points at ε = 4), PrE-Text's expansion clears it on every seed (+0.18 to +0.33;
+        """The ``cpu`` profile (SmolLM2-135M on 2 cores, 14–25 minutes a seed on a shared core): 3 rounds of 144
+        candidates, no look-ahead, the generator's own variation (roberta-large is not installed offline) at
+        temperature 0.8, top-p 0.95; PrE-Text's own expansion (new samples from "Original Text Sample" prompts of 3
+        survivors, 48 new tokens), 1024 final samples. Until 2026-11-28 this preset continued the first 12 words of one
+        survivor instead (faster sampling): those continuations of public-corpus words trailed the generator-only row
+        on every seed (−0.11 to −0.17 points at ε = 4), PrE-Text's expansion clears it on every seed (+0.18 to +0.33;
         docs/profiles.md)."""
         return cls(rounds=3, n_synthetic=144, lookahead=0, variation_model=None, prompt_format="few-shot",
                    max_new_tokens=48, temperature=0.8, top_p=0.95, n_final=1024, generation_batch_size=32)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from largefedbench.leaderboard.board import REFERENCES, Row
+from largefedbench.leaderboard.reproduced import seeds_text
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,7 @@ def _reproduced(row: Row) -> str:
     if r is None:
         return "–"
     tol = r.tolerances
-    which = "" if r.seeds is None else \
-        f" · seed{'s' if len(r.seeds) > 1 else ''} {', '.join(map(str, r.seeds))} of {len(row.entry.seeds)}"
+    which = "" if r.seeds is None else f" · {seeds_text(r.seeds)} of {len(row.entry.seeds)}"
     return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'}{which} · {r.day} · acc ±{tol.get('accuracy', 0):g}, "
             f"ε {tol.get('epsilon_relative', 0):g} rel.")
 

@@ -76,6 +76,11 @@ class ReproductionRecord(_Strict):
         return sum(not c.ok for c in self.comparisons)
 
 
+def seeds_text(seeds: list[int]) -> str:
+    """``"seed 1"`` or ``"seeds 0, 2"``: the seeds a spot check re-ran, as the board and the reports name them."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
 def record_path(entry_path: Path) -> Path:
     """Where the reproduction record of the entry at ``entry_path`` is stored."""
     return entry_path.with_name(entry_path.name.removesuffix(".json") + SUFFIX)

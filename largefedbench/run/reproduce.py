@@ -5,7 +5,8 @@ the entry's content hash, with the entry's seeds, budget, profile, preset and re
 re-run writes into a temporary folder; the report lists every compared number with its tolerance.
 
 Every seed of an entry runs on its own (its own method run, references and downstream model), so ``seeds`` may
-name a subset: a spot check of one seed costs a third of a three-seed entry and compares that seed's numbers.
+name a subset: a spot check of one seed costs roughly a third of a three-seed entry (the models, span embeddings
+and public reference load either way) and compares that seed's numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.leaderboard.check_privacy import epsilon_matches
 from largefedbench.leaderboard.files import EntryFile, board_of
+from largefedbench.leaderboard.reproduced import seeds_text
 from largefedbench.leaderboard.schema import Entry, epsilon_value
 from largefedbench.leaderboard.validate import validate_entry_file
 
@@ -72,8 +74,7 @@ class ReproduceResult:
                          + ("" if c.ok else "   <- OUTSIDE"))
         lines += [f"note: {n}" for n in self.notes]
         bad = sum(not c.ok for c in self.comparisons)
-        which = "" if self.seeds is None else f" (seed{'s' if len(self.seeds) > 1 else ''} " \
-            f"{', '.join(map(str, self.seeds))} only)"
+        which = "" if self.seeds is None else f" ({seeds_text(self.seeds)} only)"
         lines.append(f"{self.entry_id}{which}: " + ("reproduced within tolerance" if self.ok else
                                              f"NOT reproduced: {bad} of {len(self.comparisons)} numbers outside"))
         return "\n".join(lines)
@@ -209,7 +210,8 @@ def _seeds_to_run(entry: Entry, seeds: Sequence[int] | None) -> tuple[int, ...]:
     if entry.audit is not None and set(seeds) != set(entry.seeds):
         raise InputError(f"{entry.entry_id} is an audit entry: its audit numbers pool every seed, so it is re-run "
                          "whole (leave out --seeds)")
-    return tuple(s for s in entry.seeds if s in set(seeds))
+    wanted = set(seeds)
+    return tuple(s for s in entry.seeds if s in wanted)
 
 
 def _audit(entry: Entry, progress: bool):

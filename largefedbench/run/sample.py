@@ -23,7 +23,7 @@ from largefedbench.errors import InputError, LfbError
 from largefedbench.io import atomic_write_json
 from largefedbench.leaderboard.files import ENTRIES
 from largefedbench.leaderboard.findings import EntryReport
-from largefedbench.leaderboard.reproduced import build_record, record_path
+from largefedbench.leaderboard.reproduced import build_record, record_path, seeds_text
 from largefedbench.leaderboard.validate import validate_paths
 from largefedbench.run.reproduce import Tolerances, reproduce
 
@@ -41,7 +41,7 @@ class SampledRun:
 
     @property
     def which(self) -> str:
-        return "" if self.seeds is None else f"seed{'s' if len(self.seeds) > 1 else ''} {', '.join(map(str, self.seeds))}"
+        return "" if self.seeds is None else seeds_text(self.seeds)
 
 
 @dataclass
