@@ -21,6 +21,7 @@ here).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -28,13 +29,13 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, MethodError
 from largefedbench.models.device import model_device
 from largefedbench.models.precision import generation_dtype, inference_copy
 from largefedbench.synthetic.prompts import STOP, prompt_stop
 from largefedbench.timing import timed
 
-__all__ = ["as_samples", "decode_batch", "nucleus_sample", "clean_completion", "context_length", "decode_continuations", "decode_samples", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
+__all__ = ["as_samples", "cache_keyword", "decode_batch", "nucleus_sample", "clean_completion", "context_length", "decode_continuations", "decode_samples", "fit_prompt_ids", "generate", "generate_flat", "generate_ids", "seed_for"]
 
 
 def context_length(model) -> int:
@@ -192,6 +193,15 @@ def _inverse_cdf(vals: torch.Tensor, idx: torch.Tensor | None, u: torch.Tensor, 
     return (pick if idx is None else idx.gather(-1, pick)).squeeze(-1)
 
 
+def cache_keyword(model) -> str:
+    """The keyword the model's ``forward`` takes its KV cache by: ``cache`` in newer transformers, ``past_key_values``
+    before the rename (e.g. 5.17). Either other one is swallowed by ``**kwargs`` without error, and the model then
+    decodes every step from its last token alone."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper takes **kwargs
+    params = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 @torch.inference_mode()
 def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float, top_p: float,
                  generator: torch.Generator, pad_id: int, eos: set[int]) -> list[list[int]]:
@@ -204,11 +214,16 @@ def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, t
     ids, mask = ids.to(device), mask.to(device)
     position = (mask.cumsum(-1) - 1).clamp_(min=0)
     cache = DynamicCache()
+    kv = {cache_keyword(model): cache}
     # the last position by index, not by slice: a sliced (non-contiguous) hidden state sends a bf16 LM head on a CPU
     # through a batched matmul that copies the head's weight once per row (seconds per batch)
     last = torch.tensor([ids.shape[1] - 1], device=device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
-                   logits_to_keep=last).logits[:, -1]
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position, use_cache=True, logits_to_keep=last,
+                   **kv).logits[:, -1]
+    if cache.get_seq_length() != ids.shape[1]:
+        raise MethodError(f"{type(model).__name__} ignored its KV cache ({cache.get_seq_length()} of {ids.shape[1]} "
+                          "prompt positions cached): its samples would continue from one token at a time. Install the "
+                          "transformers version in the README, or report the model and the transformers version")
     expand = torch.as_tensor(owner, device=device)
     if len(distinct) < len(rows):  # copy each prompt's cache to its samples
         cache.batch_select_indices(expand)
@@ -225,8 +240,8 @@ def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, t
             break
         mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
         position = position + 1
-        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
-                       logits_to_keep=1).logits[:, -1]
+        logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=position, use_cache=True,
+                       logits_to_keep=1, **kv).logits[:, -1]
     return torch.stack(steps, dim=1).tolist()
 
 

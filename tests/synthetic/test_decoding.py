@@ -116,3 +116,46 @@ def test_the_inference_copy_is_kept_until_a_parameter_changes(tiny):
     ids = torch.tensor([[5, 17, 42]])
     with torch.no_grad():
         assert not torch.equal(first(input_ids=ids).logits, second(input_ids=ids).logits)
+
+
+def test_cached_greedy_decoding_equals_recomputing_the_whole_sequence(tiny):
+    """The naive reference: no cache, the full sequence through the model at every step. A model that silently
+    ignored the cache keyword (transformers before its `past_key_values` -> `cache` rename) failed this."""
+    _, bundle, _ = tiny
+    model, tok = bundle.new_generator().eval(), bundle.generator_tokenizer
+    prompt = tok("The committee met on Tuesday to discuss")["input_ids"]
+    got = decode_batch(model, [prompt], max_new_tokens=8, temperature=0, top_p=1.0, generator=torch.Generator(),
+                       pad_id=tok.eos_token_id, eos=set())[0]
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(8):
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    assert got == ids[len(prompt):]
+
+
+def test_a_model_that_ignores_its_cache_is_refused(tiny):
+    from largefedbench.errors import MethodError
+    from largefedbench.synthetic.generation import cache_keyword
+
+    _, bundle, _ = tiny
+    inner, tok = bundle.new_generator().eval(), bundle.generator_tokenizer
+
+    class Forgetful(torch.nn.Module):  # takes the cache keyword and drops it
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None,
+                    logits_to_keep=0):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              use_cache=False, logits_to_keep=logits_to_keep)
+
+    class OldStyle(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None, use_cache=None):
+            raise AssertionError
+
+    assert cache_keyword(Forgetful()) == "cache" and cache_keyword(OldStyle()) == "past_key_values"
+    assert cache_keyword(add_lora(bundle.new_generator(), rank=2, alpha=4)) == cache_keyword(inner)  # through peft
+    with pytest.raises(MethodError, match="ignored its KV cache"):
+        decode_batch(Forgetful(), [tok("a note")["input_ids"]], max_new_tokens=3, temperature=0, top_p=1.0,
+                     generator=torch.Generator(), pad_id=tok.eos_token_id, eos=set())
