@@ -162,21 +162,24 @@ class PublicResources:
         return tqdm(total=total, desc=desc, disable=not self.progress, dynamic_ncols=True, **kwargs)
 
     # -- resume ----------------------------------------------------------------------------------------
-    @property
-    def _checkpoint_path(self) -> Path | None:
-        return self.run_dir / checkpoints.CHECKPOINT_NAME if self.run_dir is not None else None
+    def _checkpoint_path(self, stage: str | None = None) -> Path | None:
+        return self.run_dir / checkpoints.checkpoint_name(stage) if self.run_dir is not None else None
 
-    def save_round(self, fed, round_index: int, state: dict[str, Any]) -> None:
+    def save_round(self, fed, round_index: int, state: dict[str, Any], stage: str | None = None) -> None:
         """Checkpoint after a completed round: the method's ``state`` (tensors, numbers, lists) and the
-        federation's (RNG, ledger, costs), written atomically so a killed run resumes from here."""
-        if self._checkpoint_path is not None:
-            checkpoints.save_round(self._checkpoint_path, fed, round_index, state)
+        federation's (RNG, ledger, costs), written atomically so a killed run resumes from here. ``stage`` names
+        a phase with its own checkpoint (e.g. public pretraining before the private rounds)."""
+        path = self._checkpoint_path(stage)
+        if path is not None:
+            checkpoints.save_round(path, fed, round_index, state)
 
-    def resume(self, fed) -> tuple[int, dict[str, Any]] | None:
+    def resume(self, fed, stage: str | None = None) -> tuple[int, dict[str, Any]] | None:
         """``(last completed round, method state)`` of an interrupted run (restoring ``fed``), or None."""
-        return None if self._checkpoint_path is None else checkpoints.load_round(self._checkpoint_path, fed)
+        path = self._checkpoint_path(stage)
+        return None if path is None else checkpoints.load_round(path, fed)
 
     def clear_checkpoint(self) -> None:
-        path = self._checkpoint_path
-        if path is not None and path.exists():
-            path.unlink()
+        """Delete every stage's checkpoint (the seed is done)."""
+        if self.run_dir is not None:
+            for path in checkpoints.checkpoint_files(self.run_dir):
+                path.unlink()

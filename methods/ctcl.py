@@ -225,7 +225,7 @@ class CTCL(DPGeneratorMethod):
             model, tok, [topics.condition(t) for t, s in zip(public_labels, public_spans) for _ in s],
             [x for s in public_spans for x in s], steps=cfg.public_pretrain_steps,
             batch_size=cfg.public_pretrain_batch_size, lr=cfg.public_pretrain_lr, seed=public.seed, max_len=cfg.max_len,
-            progress=public.progress)
+            progress=public.progress, fed=fed, public=public)
         model = add_lora(model.merge_and_unload(), rank=cfg.lora_rank, alpha=cfg.lora_alpha)
 
         def conditions(chunk) -> list[str]:  # on each client: its own topic from its own spans

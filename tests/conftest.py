@@ -146,15 +146,15 @@ class Killed(Exception):
     """A simulated kill of a run (see :func:`killed_after`)."""
 
 
-def killed_after(round_index: int):
-    """A PublicResources subclass whose run dies (raises :class:`Killed`) right after checkpointing ``round_index``:
-    a kill between rounds, for resume tests."""
+def killed_after(round_index: int, stage: str | None = None):
+    """A PublicResources subclass whose run dies (raises :class:`Killed`) right after checkpointing ``round_index``
+    of ``stage`` (None: the rounds): a kill between rounds, for resume tests."""
     from largefedbench.contract import PublicResources
 
     class Dying(PublicResources):
-        def save_round(self, fed, r, state):
-            super().save_round(fed, r, state)
-            if r == round_index:
+        def save_round(self, fed, r, state, stage_=None):
+            super().save_round(fed, r, state, stage_)
+            if r == round_index and stage_ == stage:
                 raise Killed
 
     return Dying

@@ -9,6 +9,8 @@ then the prefix), so the generator continues exactly where training put the text
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -108,28 +110,71 @@ def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, atten
     return add_lora(model, rank=rank, alpha=alpha, dropout=dropout, target_modules=targets)
 
 
+@dataclasses.dataclass
+class PretrainState:
+    """What public pretraining keeps across a kill: the trainable weights, AdamW's state, the batch sampler's RNG
+    and the losses so far."""
+
+    weights: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    rng: dict[str, Any]
+    losses: list[float]
+
+
 def pretrain_on_public(model, tokenizer, prefixes: Sequence[str], texts: Sequence[str], *, steps: int, batch_size: int,
-                       lr: float, seed: int, max_len: int, progress: bool = False) -> dict[str, Any]:
+                       lr: float, seed: int, max_len: int, progress: bool = False, fed=None, public=None,
+                       steps_per_checkpoint: int = 25) -> dict[str, Any]:
     """Non-private training of ``model``'s trainable parameters on public (prefix, text) pairs, in the same sequence
     format as DP fine-tuning (AdamW, batches drawn without replacement per step). Returns the mean loss of the first
-    and of the last five steps."""
+    and of the last five steps.
+
+    Given the run's ``fed`` and ``public``, the steps run in a rounds loop of its own stage ("public-pretraining"),
+    checkpointed every ``steps_per_checkpoint`` steps: a killed run resumes after its last checkpoint with the same
+    weights, optimizer and batches as a run never killed."""
     examples = conditional_sequences(tokenizer, prefixes, texts, max_len)
     if not examples or steps < 1:
         return {"steps": 0}
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([p for _, p in named], lr=lr)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9B11C]))
-    losses = []
+    losses: list[float] = []
     model.eval()  # no dropout, as in the DP rounds
-    from tqdm.auto import tqdm
 
-    for _ in tqdm(range(steps), desc="public pretraining", disable=not progress, leave=False):
-        idx = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
-        loss = lm_loss(model, [examples[i] for i in idx], pad_id)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+    def run_steps(n: int) -> None:
+        for _ in range(n):
+            idx = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
+            loss = lm_loss(model, [examples[i] for i in idx], pad_id)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+
+    if fed is None or public is None:
+        from tqdm.auto import tqdm
+
+        for _ in tqdm(range(steps), desc="public pretraining", disable=not progress, leave=False):
+            run_steps(1)
+    else:
+        from largefedbench.rounds import RoundsLoop
+
+        def snapshot() -> PretrainState:
+            return PretrainState({n: p.detach().clone() for n, p in named}, copy.deepcopy(opt.state_dict()),
+                                 copy.deepcopy(rng.bit_generator.state), list(losses))
+
+        chunks = -(-steps // steps_per_checkpoint)
+        loop = RoundsLoop(fed, public, snapshot(), rounds=chunks, desc="public pretraining", stage="public-pretraining",
+                          fingerprint={"steps": steps, "batch_size": batch_size, "lr": lr, "seed": int(seed),
+                                       "max_len": max_len, "examples": len(examples), "every": steps_per_checkpoint})
+        if loop.resumed:
+            with torch.no_grad():
+                for n, p in named:
+                    p.copy_(loop.state.weights[n])
+            opt.load_state_dict(loop.state.optimizer)
+            rng.bit_generator.state = loop.state.rng
+            losses[:] = loop.state.losses
+        for r in loop:
+            run_steps(min(steps_per_checkpoint, steps - r * steps_per_checkpoint))
+            loop.state = snapshot()
     return {"steps": steps, "loss_first": round(float(np.mean(losses[:5])), 4),
             "loss_last": round(float(np.mean(losses[-5:])), 4)}

@@ -9,9 +9,23 @@ from typing import Any
 
 from largefedbench.io import atomic_write_bytes
 
-__all__ = ["CHECKPOINT_NAME", "load_round", "save_round"]
+__all__ = ["CHECKPOINT_NAME", "checkpoint_files", "checkpoint_name", "load_round", "save_round"]
 
 CHECKPOINT_NAME = "round-checkpoint.pt"
+
+
+def checkpoint_name(stage: str | None = None) -> str:
+    """The checkpoint file of a run's rounds (``stage`` None) or of a named earlier stage of them."""
+    if stage is None:
+        return CHECKPOINT_NAME
+    if not stage or not all(c.isalnum() or c == "-" for c in stage):
+        raise ValueError(f"stage {stage!r}: use letters, digits and '-'")
+    return f"round-checkpoint-{stage}.pt"
+
+
+def checkpoint_files(folder: Path) -> list[Path]:
+    """Every stage's checkpoint in ``folder``."""
+    return sorted(folder.glob("round-checkpoint*.pt"))
 
 
 def save_round(path: Path, fed, round_index: int, state: dict[str, Any]) -> None:

@@ -13,7 +13,8 @@ after its last completed round with all of it restored::
     # a round is checkpointed when its body completes; one that raises is re-run on resume
 
 ``fingerprint`` (config, σ, …) is stored with the checkpoint; a checkpoint with another fingerprint is refused
-rather than silently mixed.
+rather than silently mixed. A method with a long phase before its rounds (CTCL's public pretraining) runs that phase
+in a loop of its own ``stage``: each stage keeps its own checkpoint, and a finished stage resumes as finished.
 
 The loop also owns the server's time: a round's wall seconds less those spent in the federation's door
 (``private_sum``: the clients' side) are the server's, added to the round's costs (``fed.costs``, POPri's Table 2)
@@ -54,14 +55,15 @@ class RoundsLoop(Generic[S]):
     Constructing the loop resumes an interrupted run (``resumed`` says whether it did)."""
 
     def __init__(self, fed, public, state: S, *, rounds: int, desc: str, first: int = 0,
-                 select: Literal["max", "min"] | None = None, fingerprint: dict[str, Any] | None = None) -> None:
+                 select: Literal["max", "min"] | None = None, fingerprint: dict[str, Any] | None = None,
+                 stage: str | None = None) -> None:
         if not dataclasses.is_dataclass(state) or isinstance(state, type):
             raise MethodError(f"a rounds loop keeps its state in a dataclass instance, got {type(state).__name__}")
         if rounds < 0:
             raise InputError(f"rounds={rounds} must be >= 0")
         if select not in ("max", "min", None):
             raise MethodError(f"select={select!r}; choose 'max', 'min' or None")
-        self.fed, self.public, self.state, self.desc = fed, public, state, desc
+        self.fed, self.public, self.state, self.desc, self.stage = fed, public, state, desc, stage
         self.rounds, self.select, self.fingerprint = range(first, first + rounds), select, fingerprint
         self.history: list[dict[str, Any]] = []
         self.best = Best()
@@ -69,7 +71,7 @@ class RoundsLoop(Generic[S]):
         self.resumed = self._resume()
 
     def _resume(self) -> bool:
-        resumed = self.public.resume(self.fed)
+        resumed = self.public.resume(self.fed, self.stage)
         if resumed is None:
             return False
         last, saved = resumed
@@ -126,7 +128,7 @@ class RoundsLoop(Generic[S]):
         state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}
         best = {"score": self.best.score, "round": self.best.round, "weights": self.best.weights}
         self.public.save_round(self.fed, r, {"fingerprint": self.fingerprint, "state": state, "history": self.history,
-                                             "best": best})
+                                             "best": best}, self.stage)
         self.next_round = r + 1
 
     def offer(self, score: float, round_index: int, weights: Any) -> bool:

@@ -214,6 +214,41 @@ def test_pretrain_on_public_fits_its_pairs(tokenizer):
     assert out["steps"] == 30 and after < before - 0.1 and out["loss_last"] < out["loss_first"]
 
 
+def test_public_pretraining_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_path, monkeypatch):
+    """Killed after its second checkpoint, pretraining resumes with the same weights, AdamW state and batches as a
+    run never killed; a finished stage resumes as finished (no step re-run), and the seed's end clears it."""
+    from conftest import Killed, killed_after
+
+    from largefedbench.contract import PublicResources
+    from largefedbench.rounds.checkpoints import checkpoint_files
+
+    texts = ["the protein binds the receptor", "a bill on housing passed", "cells divide at night", "we met farmers"]
+    prefixes = [f"Keywords: {t.split()[1]}\n" for t in texts]
+
+    def run(run_dir, cls=PublicResources):
+        model = _tiny_lora(tokenizer)
+        fed = Federation(_split([["x"], ["y"]]), seed=3)
+        public = cls(fd=tiny[0], models=tiny[1], seed=3, run_dir=run_dir, progress=False)
+        out = pretrain_on_public(model, tokenizer, prefixes, texts, steps=23, batch_size=2, lr=1e-2, seed=5, max_len=32,
+                                 fed=fed, public=public, steps_per_checkpoint=5)
+        return FlatParams(model).get(), out, public
+
+    plain = _tiny_lora(tokenizer)
+    plain_out = pretrain_on_public(plain, tokenizer, prefixes, texts, steps=23, batch_size=2, lr=1e-2, seed=5, max_len=32)
+    whole, out, _ = run(tmp_path / "a")
+    assert torch.equal(whole, FlatParams(plain).get()) and out == plain_out  # checkpointing changes nothing
+    with pytest.raises(Killed):
+        run(tmp_path / "b", killed_after(1, stage="public-pretraining"))
+    resumed, out_b, _ = run(tmp_path / "b")
+    assert torch.equal(resumed, whole) and out_b == out
+    monkeypatch.setattr("largefedbench.fedtrain.generator.lm_loss", lambda *a: pytest.fail("a finished stage re-ran"))
+    again, out_c, public = run(tmp_path / "b")  # finished: restored, not retrained
+    assert torch.equal(again, whole) and out_c == out
+    assert [p.name for p in checkpoint_files(tmp_path / "b")] == ["round-checkpoint-public-pretraining.pt"]
+    public.clear_checkpoint()
+    assert checkpoint_files(tmp_path / "b") == []
+
+
 def test_train_adapter_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_path):
     from largefedbench.contract import PublicResources
 
