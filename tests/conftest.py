@@ -152,9 +152,9 @@ def killed_after(round_index: int, stage: str | None = None):
     from largefedbench.contract import PublicResources
 
     class Dying(PublicResources):
-        def save_round(self, fed, r, state, stage_=None):
-            super().save_round(fed, r, state, stage_)
-            if r == round_index and stage_ == stage:
+        def save_round(self, fed, r, state, stage=None, *, _kill_stage=stage):
+            super().save_round(fed, r, state, stage)
+            if r == round_index and stage == _kill_stage:
                 raise Killed
 
     return Dying

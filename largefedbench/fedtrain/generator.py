@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -150,7 +151,7 @@ def pretrain_on_public(model, tokenizer, prefixes: Sequence[str], texts: Sequenc
             opt.zero_grad(set_to_none=True)
             losses.append(loss.item())
 
-    if fed is None or public is None:
+    if fed is None or public is None or public.run_dir is None:  # nowhere to resume from
         from tqdm.auto import tqdm
 
         for _ in tqdm(range(steps), desc="public pretraining", disable=not progress, leave=False):
@@ -162,10 +163,16 @@ def pretrain_on_public(model, tokenizer, prefixes: Sequence[str], texts: Sequenc
             return PretrainState({n: p.detach().clone() for n, p in named}, copy.deepcopy(opt.state_dict()),
                                  copy.deepcopy(rng.bit_generator.state), list(losses))
 
+        if steps_per_checkpoint < 1:
+            raise InputError(f"steps_per_checkpoint={steps_per_checkpoint} must be >= 1")
+        from largefedbench import __version__
+
+        examples_sha = hashlib.sha256(repr([(e.ids, e.n_context) for e in examples]).encode()).hexdigest()[:16]
         chunks = -(-steps // steps_per_checkpoint)
         loop = RoundsLoop(fed, public, snapshot(), rounds=chunks, desc="public pretraining", stage="public-pretraining",
                           fingerprint={"steps": steps, "batch_size": batch_size, "lr": lr, "seed": int(seed),
-                                       "max_len": max_len, "examples": len(examples), "every": steps_per_checkpoint})
+                                       "max_len": max_len, "examples": examples_sha, "every": steps_per_checkpoint,
+                                       "parameters": {n: tuple(p.shape) for n, p in named}, "lfb": __version__})
         if loop.resumed:
             with torch.no_grad():
                 for n, p in named:

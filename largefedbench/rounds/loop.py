@@ -76,9 +76,11 @@ class RoundsLoop(Generic[S]):
             return False
         last, saved = resumed
         if saved.get("fingerprint") != self.fingerprint or "state" not in saved:
-            raise MethodError(f"the round checkpoint in {self.public.run_dir} was written by another configuration or "
-                              f"version ({saved.get('fingerprint')} vs {self.fingerprint}); use a new run folder or "
-                              "delete the checkpoint")
+            from largefedbench.rounds.checkpoints import checkpoint_name
+
+            raise MethodError(f"the checkpoint {checkpoint_name(self.stage)} in {self.public.run_dir} was written by "
+                              f"another configuration or version ({saved.get('fingerprint')} vs {self.fingerprint}); "
+                              "use a new run folder or delete that file")
         self.state = type(self.state)(**saved["state"])
         self.history, self.best = list(saved["history"]), Best(**saved["best"])
         self.next_round = last + 1

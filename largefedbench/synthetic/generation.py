@@ -195,11 +195,16 @@ def _inverse_cdf(vals: torch.Tensor, idx: torch.Tensor | None, u: torch.Tensor, 
 
 def cache_keyword(model) -> str:
     """The keyword the model's ``forward`` takes its KV cache by: ``cache`` in newer transformers, ``past_key_values``
-    before the rename (e.g. 5.17). Either other one is swallowed by ``**kwargs`` without error, and the model then
-    decodes every step from its last token alone."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper takes **kwargs
-    params = inspect.signature(base.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
+    before the rename (5.17 swallowed ``cache=`` in ``**kwargs``, and the model then decoded every step from its last
+    token alone). A wrapper that hides the signature (a peft model, ``torch.compile``) is looked through."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = getattr(base, "_orig_mod", base)
+    for forward in (base.forward, type(base).forward):
+        params = inspect.signature(forward).parameters
+        for name in ("cache", "past_key_values"):
+            if name in params:
+                return name
+    return "cache"
 
 
 @torch.inference_mode()
@@ -222,8 +227,9 @@ def decode_batch(model, rows: Sequence[Sequence[int]], *, max_new_tokens: int, t
                    **kv).logits[:, -1]
     if cache.get_seq_length() != ids.shape[1]:
         raise MethodError(f"{type(model).__name__} ignored its KV cache ({cache.get_seq_length()} of {ids.shape[1]} "
-                          "prompt positions cached): its samples would continue from one token at a time. Install the "
-                          "transformers version in the README, or report the model and the transformers version")
+                          f"prompt positions cached, passed as `{next(iter(kv))}=`): its samples would continue from "
+                          "one token at a time. Report the model and your transformers version "
+                          "(`pip show transformers`)")
     expand = torch.as_tensor(owner, device=device)
     if len(distinct) < len(rows):  # copy each prompt's cache to its samples
         cache.batch_select_indices(expand)

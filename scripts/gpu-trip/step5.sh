@@ -23,7 +23,7 @@ if [ ! -f $S/.installed ]; then
 fi
 snap() { tar czf $OUT/res.tmp --exclude='*.pt' --exclude='*.npy' --exclude='*.safetensors' --exclude='*.png' -C /tmp logs lb 2>/dev/null; mv $OUT/res.tmp $OUT/res.tar.gz; }
 ( while sleep 30; do snap; done ) & SNAP=$!
-left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
+left() { local s=$(( LIMIT - ($(date +%s) - T0) )); echo $(( s < 1 ? 1 : s )); }  # timeout 0 would mean no limit
 EV="$PY -m largefedbench.cli eval --profile cpu --home $H --executor local --seeds 0"
 # one run first: it converts the GGUF, installs the shipped checkpoint, embeds the spans and computes the
 # generator-only row on this device, which every run below reads from the cache

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import train_end_to_end
@@ -67,3 +69,22 @@ def test_ctcl_end_to_end(tiny, tmp_path):
     assert len(art.texts) == cfg.n_synthetic - info["filtered_out"]
     assert len(info["topic_keywords"]) == cfg.n_topics and all(info["topic_keywords"])
     assert info["public_pretraining"]["steps"] == cfg.public_pretrain_steps
+
+
+@pytest.mark.slow
+def test_ctcl_resumes_in_its_pretraining_and_in_its_dp_rounds(tiny, tmp_path):
+    """Killed after a public-pretraining checkpoint, then after a DP round: the run ends with the texts, ledger and
+    RNG of a run never killed (each stage resumes from its own checkpoint, in order)."""
+    from conftest import Killed, killed_after
+
+    budget = PrivacyBudget(4.0, 1e-5)
+    cfg = dataclasses.replace(CTCLConfig.tiny(), public_pretrain_steps=30, public_pretrain_batch_size=4, dp_steps=2,
+                              clients_per_round=20, n_synthetic=16, max_new_tokens=8)
+    fed_a, straight = train_end_to_end(tiny, tmp_path / "a", CTCL(), cfg, budget)
+    for dying in (killed_after(0, stage="public-pretraining"), killed_after(0)):
+        with pytest.raises(Killed):
+            train_end_to_end(tiny, tmp_path / "b", CTCL(), cfg, budget, resources=dying)
+    fed_b, resumed = train_end_to_end(tiny, tmp_path / "b", CTCL(), cfg, budget)
+    assert resumed.texts == straight.texts and resumed.info["public_pretraining"] == straight.info["public_pretraining"]
+    a, b = fed_a.state_dict(), fed_b.state_dict()
+    assert (a["ledger"], a["round"], a["rng"]) == (b["ledger"], b["round"], b["rng"])

@@ -118,6 +118,7 @@ def test_a_finished_seed_can_be_committed_but_checkpoints_and_unreleased_diagnos
     run = Path("leaderboard/.runs/popri--demo-prose--cpu--eps4--0123456789")
     kept = [run / "seed-0" / name for name in ("result.json", "synthetic.json", "synthetic-embeddings.npy")]
     ignored = [run / "seed-0" / name for name in ("method-output.pt", "round-checkpoint.pt", "audit-release-scores.npz",
+                                                  "round-checkpoint-public-pretraining.pt",
                                                   "unreleased-diagnostics.json")] + [run / "unreleased-diagnostics.json"]
     for path in kept + ignored:
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
