@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any, Generic, Literal, TypeVar
 
 from largefedbench.errors import InputError, MethodError
+from largefedbench.rounds.checkpoints import checkpoint_name
 from largefedbench.rounds.records import releases_of
 
 __all__ = ["Best", "RoundsLoop"]
@@ -76,8 +77,6 @@ class RoundsLoop(Generic[S]):
             return False
         last, saved = resumed
         if saved.get("fingerprint") != self.fingerprint or "state" not in saved:
-            from largefedbench.rounds.checkpoints import checkpoint_name
-
             raise MethodError(f"the checkpoint {checkpoint_name(self.stage)} in {self.public.run_dir} was written by "
                               f"another configuration or version ({saved.get('fingerprint')} vs {self.fingerprint}); "
                               "use a new run folder or delete that file")
