@@ -51,17 +51,17 @@ class Artifact:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def synthetic(cls, texts: Iterable[str], **info: Any) -> Artifact:
+    def synthetic(cls, texts: Iterable[str], *, history: list[dict[str, Any]] | None = None, **info: Any) -> Artifact:
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if not texts:
             raise MethodError("the method produced no synthetic text: nothing to train the downstream model on")
-        return cls("synthetic text", texts=texts, info=info)
+        return cls("synthetic text", texts=texts, info=info, history=list(history or []))
 
     @classmethod
-    def trained_model(cls, model: Any, **info: Any) -> Artifact:
+    def trained_model(cls, model: Any, *, history: list[dict[str, Any]] | None = None, **info: Any) -> Artifact:
         if model is None:
             raise MethodError("the method returned no model")
-        return cls("model", model=model, info=info)
+        return cls("model", model=model, info=info, history=list(history or []))
 
 
 class Method:

@@ -152,7 +152,5 @@ class FederatedFineTuning(Method):
                             fingerprint={"method": self.name, "config": config_to_dict(cfg), "sigma": server.sigma,
                                          "n_clients": fed.n_clients, "seed": public.seed})
         server.flat.set(loop.best.weights.to(server.weights))
-        artifact = Artifact.trained_model(model, **server.plan(), best_round=loop.best.round, clip=cfg.clip,
-                                          best_validation_top1=loop.best.score)
-        artifact.history = loop.history
-        return artifact
+        return Artifact.trained_model(model, **server.plan(), best_round=loop.best.round, clip=cfg.clip,
+                                      best_validation_top1=loop.best.score, history=loop.history)

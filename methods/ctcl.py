@@ -42,6 +42,7 @@ from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_rel
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.synthetic.generation import generate, seed_for
+from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.histograms import (
     Buckets,
     fit_buckets,
@@ -72,7 +73,7 @@ _WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
-class CTCLConfig:
+class CTCLConfig(GenerationSettings):
     """Defaults from Tan et al. (ICML 2025), §4.1.3 / App. D and the released code (tanyuqian/synthetic-private-data).
 
     DP finetuning (§4.1.3): DP-Adam, 2000 steps, batch 4096, clip 1.0; peak lr chosen from {1, 4}×{1e-3, 1e-4, 1e-5}
@@ -102,9 +103,6 @@ class CTCLConfig:
     histogram_noise_multiplier: float = 10.0
     n_synthetic: int = 400_000
     top_p: float = 0.95
-    temperature: float = 1.0
-    max_new_tokens: int = 64
-    generation_batch_size: int = 64
 
     @classmethod
     def tiny(cls) -> CTCLConfig:
@@ -248,18 +246,14 @@ class CTCL(DPGeneratorMethod):
         prompts = [conditional_prompt(tok, topics.condition(int(t))) for t in wanted]
         texts: list[str] = []
         for i, (prompt, c) in enumerate(zip(prompts, counts[wanted])):
-            out = generate(model, tok, [prompt], n_per_prompt=int(c), max_new_tokens=cfg.max_new_tokens,
-                           temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
+            out = generate(model, tok, [prompt], n_per_prompt=int(c), **cfg.generation_kwargs(),
                            seed=seed_for(public.seed, 0xC7C1, i), stop=())[0]
             texts += out
         kept = [t for t in texts if keep_sample(t)]
         info = {
-            "noise_multiplier": sigma, "sample_rate": settings.sample_rate(n), "rounds": settings.rounds, "clip": cfg.clip,
-            "histogram_noise_multiplier": sigma_h, "topics": topics.n_topics,
+            **settings.plan(sigma, n), "histogram_noise_multiplier": sigma_h, "topics": topics.n_topics,
             "topic_keywords": [", ".join(k) for k in topics.keywords], "public_pretraining": pretrain,
             "noisy_histogram": [round(float(x), 3) for x in noisy], "generation_counts": counts.tolist(),
             "generated": len(texts), "filtered_out": len(texts) - len(kept), "deviations": list(DEVIATIONS),
         }
-        artifact = Artifact.synthetic(kept, **info)
-        artifact.history = history
-        return artifact
+        return Artifact.synthetic(kept, **info, history=history)

@@ -41,6 +41,7 @@ from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_rel
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.synthetic.generation import generate_flat, seed_for
+from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.histograms import (
     fit_buckets,
     normalized_votes,
@@ -66,7 +67,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class DPResampleConfig:
+class DPResampleConfig(GenerationSettings):
     """Defaults from Yu et al. (ICML 2024).
 
     Alg. 1 (§4.1, App. F.2 Table 9, App. F.4): LoRA rank 8 on the attention weights; DP-Adam, constant lr 1e-3,
@@ -87,9 +88,6 @@ class DPResampleConfig:
     lora_rank: int = 8
     lora_alpha: int = 16
     top_p: float = 0.95
-    temperature: float = 1.0
-    max_new_tokens: int = 64
-    generation_batch_size: int = 64
     pool_size: int = 1_000_000
     max_pool_size: int = 2_000_000
     pool_growth: int = 250_000
@@ -164,22 +162,18 @@ class DPInstructionResampling(DPGeneratorMethod):
         history.append({"phase": "histogram", "round": int(cohort.round), "noise_multiplier": sigma_h, "buckets": k,
                         "pool": len(pool), "buckets_short": int((short > 0).sum()), "resampled": len(texts)})
         info = {
-            "noise_multiplier": sigma, "sample_rate": settings.sample_rate(n), "rounds": settings.rounds,
-            "clip": cfg.clip, "histogram_noise_multiplier": sigma_h, "buckets": k,
+            **settings.plan(sigma, n), "histogram_noise_multiplier": sigma_h, "buckets": k,
             "pca_components": int(buckets.components.shape[0]), "initial_pool": cfg.pool_size, "pool": len(pool),
             "pool_growth_steps": part, "buckets_sampled_with_replacement": int((short > 0).sum()),
             "noisy_histogram": [round(float(x), 3) for x in noisy], "resample_counts": counts.tolist(),
             "deviations": list(DEVIATIONS),
         }
-        artifact = Artifact.synthetic(texts, **info)
-        artifact.history = history
-        return artifact
+        return Artifact.synthetic(texts, **info, history=history)
 
     @staticmethod
     def _generate(model, tok, cfg: DPResampleConfig, count: int, public, part: int) -> list[str]:
         """``count`` unconditional samples (empty ones dropped) from the DP generator."""
-        texts = generate_flat(model, tok, [conditional_prompt(tok)], n_per_prompt=count, max_new_tokens=cfg.max_new_tokens,
-                              temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
+        texts = generate_flat(model, tok, [conditional_prompt(tok)], n_per_prompt=count, **cfg.generation_kwargs(),
                               seed=seed_for(public.seed, 0xD9E5, part), progress=public.progress, desc="dp-resample: pool",
                               stop=())
         return [t for t in texts if t.strip()]

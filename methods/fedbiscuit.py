@@ -492,9 +492,8 @@ class FedBis(Method):
             "selectors": self.n_selectors(cfg), "grouping_noise_multiplier": sigma_g or None,
             "pool_pairs": len(pool), "dpo": dpo, **labels_info, "synthetic_draws": attempts, "deviations": list(DEVIATIONS),
         }
-        artifact = Artifact.synthetic(texts, **info)
-        artifact.history = run.history + [{"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}]
-        return artifact
+        dpo_row = {"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}
+        return Artifact.synthetic(texts, **info, history=run.history + [dpo_row])
 
     # -- pieces --------------------------------------------------------------------------------------------
     @staticmethod

@@ -32,7 +32,6 @@ class GeneratorOnlyConfig(SamplingSettings):
     presets), so the row is what POPri would release without private feedback."""
 
     n_final: int = 1_000_000
-    generation_batch_size: int = 64
 
     @classmethod
     def from_popri(cls, cfg: POPriConfig) -> GeneratorOnlyConfig:
@@ -65,7 +64,6 @@ class GeneratorOnly(Method):
                                     prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
                                     tokenizer=tok, instruction=cfg.instruction)
             ids = generate_ids(model, tok, prompts, n_per_prompt=1, seed=seed_for(public.seed, stream),
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                               batch_size=cfg.generation_batch_size, progress=public.progress, desc=f"generating ({stream})")
+                               **cfg.generation_kwargs(), progress=public.progress, desc=f"generating ({stream})")
             texts += decode_samples(tok, ids, prompts, cfg.prompt_format, 1)[1]
         return Artifact.synthetic(texts, method=self.name, note="no private client consulted; ε = 0")

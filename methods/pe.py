@@ -59,6 +59,7 @@ from largefedbench.synthetic.generation import (
     generate_ids,
     seed_for,
 )
+from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds, final_samples
 from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.prompts import (
@@ -87,7 +88,7 @@ PAPER_PE_SFT = "Hou, Wang, Zhu, Lazar, Fanti, 'Private Federated Learning using 
 
 
 @dataclass(frozen=True)
-class PEConfig:
+class PEConfig(GenerationSettings):
     """PrE-Text's settings as in POPri App. C.3 (T = 20, N_syn = 1024, H_multiplier = 0.1626 so that the threshold is
     H = 4 · 0.1626 · σ, all-MiniLM-L6-v2) and the PrE-Text code (look-ahead 4, roberta-large mask-fill with mask
     fraction 0.3 and 2 passes over 64 tokens, > 20-word public seeds, expansion prompts of 3 examples, temperature
@@ -108,18 +109,15 @@ class PEConfig:
     prompt_format: Literal["few-shot", "continuation"] = "few-shot"
     prefix_words: int = 12
     min_output_words: int = 3
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_prompt_format(self.prompt_format, self.prefix_words)
         if self.prompt_format == "instruction":
             raise InputError("PE's expansion prompts are built from its surviving samples; prompt_format='instruction' "
                              "would ignore them: use 'continuation' or 'few-shot'")
-        if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens) < 1:
-            raise InputError("rounds, n_synthetic, n_final and max_new_tokens must be >= 1")
+        if min(self.rounds, self.n_synthetic, self.n_final) < 1:
+            raise InputError("rounds, n_synthetic and n_final must be >= 1")
         if not 0 < self.mask_fraction < 1 or not self.threshold_multiplier >= 0 or self.lookahead < 0:
             raise InputError("mask_fraction must be in (0, 1); threshold_multiplier and lookahead must be >= 0")
 
@@ -160,12 +158,11 @@ class PESFTConfig(SamplingSettings):
     sft_batch_size: int = 24
     early_stopping: bool = True
     n_final: int = 1_000_000
-    generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if min(self.rounds, self.n_synthetic, self.n_final, self.max_new_tokens, self.sft_epochs, self.sft_batch_size) < 1:
-            raise InputError("rounds, n_synthetic, n_final, max_new_tokens, sft_epochs and sft_batch_size must be >= 1")
+        if min(self.rounds, self.n_synthetic, self.n_final, self.sft_epochs, self.sft_batch_size) < 1:
+            raise InputError("rounds, n_synthetic, n_final, sft_epochs and sft_batch_size must be >= 1")
         if not self.threshold_multiplier >= 0:
             raise InputError(f"threshold_multiplier={self.threshold_multiplier} must be >= 0 (H = 4 · multiplier · σ)")
 
@@ -281,22 +278,20 @@ class PrivateEvolution(_VotingMethod):
             nonlocal n_generated
             prompts = build_prompts(seeds, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(10_000 + i),
                                     template=template, prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words)
-            ids = generate_ids(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
-                               seed=seed_for(public.seed, 10_000 + i), progress=public.progress, desc="expanding")
+            ids = generate_ids(generator, tok, prompts, **cfg.generation_kwargs(), seed=seed_for(public.seed, 10_000 + i),
+                               progress=public.progress, desc="expanding")
             texts = decode_samples(tok, ids, prompts, cfg.prompt_format)[1]
             n_generated += len(texts)
             return [t for t in texts if len(t.split()) > cfg.min_output_words]
 
         synthetic, final_seconds = final_samples(cfg.n_final, expand)
-        artifact = Artifact.synthetic(
+        return Artifact.synthetic(
             synthetic, method=self.name, sigma=sigma, sample_rate=rate, rounds=cfg.rounds, n_seed_survivors=len(seeds),
             threshold=threshold, threshold_rule=THRESHOLD_RULE,
             n_generated=n_generated, variation=cfg.variation_model or "generator suffix re-sampling",
             final_generation_seconds=round(final_seconds, 3), config=config_to_dict(cfg),
+            history=loop.history,
         )
-        artifact.history = loop.history
-        return artifact
 
 
 class PrivateEvolutionSFT(_VotingMethod):
@@ -321,12 +316,11 @@ class PrivateEvolutionSFT(_VotingMethod):
             return row
 
         run = rounds.run(NnVotes, step)
-        artifact = Artifact.synthetic(
+        return Artifact.synthetic(
             run.texts, method=self.name, sigma=run.sigma, sample_rate=run.sample_rate, rounds=cfg.rounds,
             threshold=threshold, threshold_rule=THRESHOLD_RULE, best_round=run.best_round, best_fid=run.best_fid,
             lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r SFT updates (r = 0: the public generator)",
             final_generation_seconds=round(run.final_seconds, 3), config=config_to_dict(cfg),
+            history=run.history,
         )
-        artifact.history = run.history
-        return artifact

@@ -96,7 +96,6 @@ class POPriConfig(SamplingSettings):
     early_stopping: bool = True
     round_start: Literal["best_epoch", "last_epoch"] = "best_epoch"
     n_final: int = 1_000_000
-    generation_batch_size: int = 64
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,8 +108,8 @@ class POPriConfig(SamplingSettings):
             raise InputError(f"loss_type={self.loss_type!r}; choose one of {', '.join(LOSS_TYPES)}")
         if self.scoring not in ("cosine", "nn"):
             raise InputError(f"scoring={self.scoring!r}; choose 'cosine' (POPri) or 'nn' (PE's histogram, App. E.1)")
-        if min(self.rounds, self.n_prompts, self.n_final, self.max_new_tokens, self.dpo_epochs, self.dpo_batch_size) < 1:
-            raise InputError("rounds, n_prompts, n_final, max_new_tokens, dpo_epochs and dpo_batch_size must be >= 1")
+        if min(self.rounds, self.n_prompts, self.n_final, self.dpo_epochs, self.dpo_batch_size) < 1:
+            raise InputError("rounds, n_prompts, n_final, dpo_epochs and dpo_batch_size must be >= 1")
 
     @classmethod
     def tiny(cls) -> POPriConfig:
@@ -195,13 +194,12 @@ class POPri(Method):
             return row
 
         run = rounds.run(scores, step)
-        artifact = Artifact.synthetic(
+        return Artifact.synthetic(
             run.texts, method="popri", sigma=run.sigma, sample_rate=run.sample_rate, rounds=cfg.rounds,
             best_round=run.best_round, best_fid=run.best_fid,
             lora={"rank": cfg.lora_rank, "alpha": cfg.lora_alpha, "dropout": cfg.lora_dropout},
             fid_round_meaning="fid at round r = FID of the generator after r DPO updates (r = 0: the public generator)",
             final_generation_seconds=round(run.final_seconds, 3), config=config_to_dict(cfg),
             deviations=[PROMPT_DEVIATION.format(fmt=cfg.prompt_format)] if cfg.prompt_format != "few-shot" else [],
+            history=run.history,
         )
-        artifact.history = run.history
-        return artifact

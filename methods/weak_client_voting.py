@@ -53,6 +53,7 @@ from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.rounds import releases_of
 from largefedbench.synthetic.generation import generate, seed_for
+from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.histograms import (
     knn_code_votes,
     l2_normalize_rows,
@@ -86,7 +87,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class WeakClientVotingConfig:
+class WeakClientVotingConfig(GenerationSettings):
     """Defaults from Wang, Gounley & Hanson (2026), App. B (GPT-2 on Yelp with DP) and App. D.
 
     Fine-tuning: R = 200 rounds, τ = 50 local iterations, batch 256, client lr γ = 5e-4, server lr η = 1e-3,
@@ -112,10 +113,6 @@ class WeakClientVotingConfig:
     n_generated: int = 10_000
     votes_per_sample: int = 5
     sampling_rate: float = 0.2
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    generation_batch_size: int = 64
 
     @classmethod
     def tiny(cls) -> WeakClientVotingConfig:
@@ -220,8 +217,7 @@ class WeakClientVoting(DPGeneratorMethod):
         pool_codes: list[int] = []
         for j in np.flatnonzero(per_code):
             out = generate(model, tok, [conditional_prompt(tok, prompts[j])], n_per_prompt=int(per_code[j]),
-                           max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                           batch_size=cfg.generation_batch_size, seed=seed_for(public.seed, 0x3EC, int(j)), stop=())[0]
+                           **cfg.generation_kwargs(), seed=seed_for(public.seed, 0x3EC, int(j)), stop=())[0]
             kept = [t for t in out if t.strip()]
             pool += kept
             pool_codes += [int(j)] * len(kept)
@@ -242,15 +238,13 @@ class WeakClientVoting(DPGeneratorMethod):
         history.append({"phase": "votes", "round": int(cohort.round), "noise_multiplier": sigma_vote,
                         "candidates": len(pool), "kept": len(texts), "releases": releases_of(fed, cohort.round)})
         info = {
-            "noise_multiplier": sigma, "sample_rate": q, "rounds": settings.rounds, "clip": cfg.clip,
+            **settings.plan(sigma, n, rate=q),
             "strong_clients": int(strong.sum()), "weak_clients": int(n - strong.sum()),
             "profile_noise_multiplier": sigma_prof, "vote_noise_multiplier": sigma_vote, "codes": codes,
             "noisy_profile": [round(float(x), 3) for x in noisy_profile], "generated_per_code": per_code.tolist(),
             "candidates": len(pool), "deviations": list(DEVIATIONS),
         }
-        artifact = Artifact.synthetic(texts, **info)
-        artifact.history = history
-        return artifact
+        return Artifact.synthetic(texts, **info, history=history)
 
 
 class WeakVotes:

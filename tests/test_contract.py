@@ -64,6 +64,15 @@ def test_artifacts_refuse_empty_output():
     assert Artifact.trained_model("m", sigma=1.5).info == {"sigma": 1.5}
 
 
+def test_artifacts_carry_their_history_apart_from_info():
+    rows = [{"round": 0, "fid": 1.0}]
+    artifact = Artifact.synthetic(["a span"], history=rows, sigma=2.0)
+    assert artifact.history == rows and artifact.info == {"sigma": 2.0}
+    assert artifact.history is not rows  # a copy: the method's list may go on changing
+    assert Artifact.trained_model("m", history=rows).history == rows
+    assert Artifact.synthetic(["a span"]).history == []
+
+
 def test_public_resources_streams_are_seeded_and_independent():
     a, b = resources(), resources()
     assert np.array_equal(a.rng(1).integers(0, 1 << 30, 8), b.rng(1).integers(0, 1 << 30, 8))

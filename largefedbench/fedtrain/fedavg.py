@@ -93,6 +93,11 @@ class FedAvgSettings:
         q = self.sample_rate(n_clients) if rate is None else rate
         return [PoissonGaussianEvent(noise_multiplier, q, n)] if n > 0 else []
 
+    def plan(self, noise_multiplier: float, n_clients: int, *, rate: float | None = None) -> dict[str, float | int]:
+        """What an entry's ``info`` says of these rounds: σ, the Poisson rate (default the settings' q), rounds, clip."""
+        q = self.sample_rate(n_clients) if rate is None else rate
+        return {"noise_multiplier": noise_multiplier, "sample_rate": q, "rounds": self.rounds, "clip": self.clip}
+
     def calibrate(self, budget, n_clients: int, *others: PoissonGaussianEvent, rate: float | None = None) -> float:
         """σ of these rounds so that they and the method's ``others`` releases (each at its own σ) spend the budget."""
         return budget.calibrate(lambda sigma: [*self.events(sigma, n_clients, rate=rate), *others], n_clients=n_clients)

@@ -22,9 +22,8 @@ __all__ = ["noise_report", "epsilon_report", "MECHANISMS"]
 MECHANISMS = ("gaussian", "tree")
 
 
-def _plan(
-    mechanism: str, sample_rate: float | None, steps: int, clients: int | None, per_round: int | None
-) -> tuple[Event, dict[str, Any]]:
+def _plan(mechanism: str, sample_rate: float | None, steps: int, clients: int | None,
+          per_round: int | None) -> tuple[Event, dict[str, Any]]:
     """The planned event (σ = 1 placeholder) and the resolved inputs for the report."""
     if mechanism not in MECHANISMS:
         raise InputError(f"unknown mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}.")
@@ -71,17 +70,9 @@ def _accountant_fields(event: Event, accountant: str) -> dict[str, str]:
     return {"accountant": name, "accountant_detail": detail}
 
 
-def noise_report(
-    epsilon: float,
-    delta: float,
-    sample_rate: float | None,
-    steps: int,
-    mechanism: str = "gaussian",
-    clients: int | None = None,
-    per_round: int | None = None,
-    *,
-    accountant: str = "auto",
-) -> dict[str, Any]:
+def noise_report(epsilon: float, delta: float, sample_rate: float | None, steps: int, mechanism: str = "gaussian",
+                 clients: int | None = None, per_round: int | None = None, *,
+                 accountant: str = "auto") -> dict[str, Any]:
     """The noise multiplier σ that meets (ε, δ); ``epsilon_achieved`` is ε at that σ (≤ ε)."""
     epsilon, delta = check_target(epsilon, delta)
     event, inputs = _plan(mechanism, sample_rate, steps, clients, per_round)
@@ -93,17 +84,9 @@ def noise_report(
             **fields, **inputs}
 
 
-def epsilon_report(
-    sigma: float,
-    delta: float,
-    sample_rate: float | None,
-    steps: int,
-    mechanism: str = "gaussian",
-    clients: int | None = None,
-    per_round: int | None = None,
-    *,
-    accountant: str = "auto",
-) -> dict[str, Any]:
+def epsilon_report(sigma: float, delta: float, sample_rate: float | None, steps: int, mechanism: str = "gaussian",
+                   clients: int | None = None, per_round: int | None = None, *,
+                   accountant: str = "auto") -> dict[str, Any]:
     """ε spent at δ by the planned rounds with noise multiplier ``sigma``."""
     event, inputs = _plan(mechanism, sample_rate, steps, clients, per_round)
     event = event.with_noise_multiplier(sigma)

@@ -83,8 +83,7 @@ class GeneratorRounds:
         prompts = build_prompts(self.examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt,
                                 rng=self.public.rng(stream), prompt_format=cfg.prompt_format,
                                 prefix_words=cfg.prefix_words, tokenizer=tok, instruction=cfg.instruction)
-        ids = generate_ids(self.model, tok, prompts, n_per_prompt=n_per_prompt, max_new_tokens=cfg.max_new_tokens,
-                           temperature=cfg.temperature, top_p=cfg.top_p, batch_size=cfg.generation_batch_size,
+        ids = generate_ids(self.model, tok, prompts, n_per_prompt=n_per_prompt, **cfg.generation_kwargs(),
                            seed=seed_for(self.public.seed, stream), progress=self.public.progress,
                            desc=f"generating ({stream})")
         raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format, n_per_prompt)

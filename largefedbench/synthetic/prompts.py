@@ -43,6 +43,7 @@ from typing import Literal
 import numpy as np
 
 from largefedbench.errors import InputError, MethodError
+from largefedbench.synthetic.generation_settings import GenerationSettings
 
 __all__ = ["DEFAULT_INSTRUCTION", "PRE_TEXT_PROMPT_TEMPLATE", "PROMPT_TEMPLATE", "PROMPT_FORMATS", "STOP", "SamplingSettings",
            "build_prompts",
@@ -147,21 +148,18 @@ def check_prompt_format(prompt_format: str, prefix_words: int = 12) -> None:
 
 
 @dataclass(frozen=True)
-class SamplingSettings:
+class SamplingSettings(GenerationSettings):
     """How a generator is prompted and sampled, shared by POPri, PE+SFT and the generator-only row: prompts of
     ``examples_per_prompt`` public examples in ``prompt_format`` (few-shot: POPri App. B.2; ``continuation`` of
-    the first ``prefix_words`` words; ``instruction``: one open request), ``max_new_tokens`` at ``temperature``
-    and ``top_p``."""
+    the first ``prefix_words`` words; ``instruction``: one open request), sampled as :class:`GenerationSettings`."""
 
     examples_per_prompt: int = 3
     prompt_format: Literal["few-shot", "continuation", "instruction"] = "few-shot"
     prefix_words: int = 12
     instruction: str = DEFAULT_INSTRUCTION
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_prompt_format(self.prompt_format, self.prefix_words)
 
 

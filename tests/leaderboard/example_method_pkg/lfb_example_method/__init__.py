@@ -65,6 +65,4 @@ class DPUnigram(Method):
         dist = (1 - cfg.public_weight) * (dist / dist.sum() if dist.sum() > 0 else prior) + cfg.public_weight * prior
         rng = public.rng(1)
         texts = [" ".join(rng.choice(vocab, size=cfg.words_per_sample, p=dist)) for _ in range(cfg.n_synthetic)]
-        artifact = Artifact.synthetic(texts, sigma=sigma, vocab_size=len(vocab))
-        artifact.history = loop.history
-        return artifact
+        return Artifact.synthetic(texts, sigma=sigma, vocab_size=len(vocab), history=loop.history)

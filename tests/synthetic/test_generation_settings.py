@@ -1,0 +1,32 @@
+"""The sampling settings a generating method's config inherits: their checks and the keywords they hand the samplers."""
+
+import inspect
+
+import pytest
+
+from largefedbench.errors import InputError
+from largefedbench.synthetic.generation import generate_ids
+from largefedbench.synthetic.generation_settings import GenerationSettings
+from largefedbench.synthetic.prompts import SamplingSettings
+
+
+def test_generation_kwargs_are_keywords_of_the_samplers():
+    kwargs = GenerationSettings(max_new_tokens=7, temperature=0.5, top_p=0.9, generation_batch_size=3).generation_kwargs()
+    assert kwargs == {"max_new_tokens": 7, "temperature": 0.5, "top_p": 0.9, "batch_size": 3}
+    assert set(kwargs) <= set(inspect.signature(generate_ids).parameters)  # generate and generate_flat pass them on
+
+
+@pytest.mark.parametrize("bad", [{"max_new_tokens": 0}, {"generation_batch_size": 0}, {"temperature": -0.1},
+                                 {"top_p": 0.0}, {"top_p": 1.5}])
+def test_bad_settings_are_refused_with_the_values(bad):
+    with pytest.raises(InputError) as err:
+        GenerationSettings(**bad)
+    assert str(next(iter(bad.values()))) in str(err.value)
+
+
+def test_prompted_settings_check_both_parents_fields():
+    assert SamplingSettings(temperature=0).temperature == 0  # greedy is allowed
+    with pytest.raises(InputError, match="top_p"):
+        SamplingSettings(top_p=2.0)
+    with pytest.raises(InputError, match="prompt_format"):
+        SamplingSettings(prompt_format="haiku")
