@@ -63,8 +63,9 @@ Step = Callable[[int, Any, Batch], dict[str, Any]]
 class GeneratorRounds:
     """The rounds of a LoRA generator steered by the clients' noised scores of its samples.
 
-    ``cfg`` carries the shared settings (``rounds``, ``clients_per_round``, prompt and generation settings, LoRA,
-    ``early_stopping``, ``n_final``); every round samples ``n_prompts`` prompts × ``n_per_prompt`` samples."""
+    ``cfg`` is a :class:`~largefedbench.synthetic.prompts.SamplingSettings` (prompts, and the samplers' keywords from
+    ``generation_kwargs()``) that also carries ``rounds``, ``clients_per_round``, LoRA, ``early_stopping`` and
+    ``n_final``; every round samples ``n_prompts`` prompts × ``n_per_prompt`` samples."""
 
     def __init__(self, fed, public, budget, cfg, *, n_prompts: int, n_per_prompt: int, desc: str) -> None:
         self.fed, self.public, self.cfg, self.desc = fed, public, cfg, desc
