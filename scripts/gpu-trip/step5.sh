@@ -30,9 +30,13 @@ EV="$PY -m largefedbench.cli eval --profile cpu --home $H --executor local --see
 OMP_NUM_THREADS=8 timeout $(left) $EV --method generator-only --out $L/ref $GEN_EXTRA >> $G/generator-only.log 2>&1
 t "generator-only rc=$?"
 LR0="lr=0,min_lr=0"
-RUNS=${RUNS:-"p16:popri:n_prompts=16 p16-lr0:popri:n_prompts=16,$LR0 p64:popri:n_prompts=64 p64-lr0:popri:n_prompts=64,$LR0
- p256:popri:n_prompts=256 p256-lr0:popri:n_prompts=256,$LR0 sft576:pe-sft:n_synthetic=576 sft576-lr0:pe-sft:n_synthetic=576,sft_lr=0
- pe576:pe:n_synthetic=576"}
+# POPri's DPO batch grows with the pairs so that a round keeps the cpu preset's 8 steps an epoch (16 pairs, batch 2):
+# at batch 2, 64 pairs a round overshot on the CPU (session 14: every DPO state farther from the clients than the
+# untouched generator). p256b8 keeps 4x the steps to see that overshoot again; the lr = 0 control's round FIDs are
+# the round selection's own noise (its final texts are the generator-only row's).
+RUNS=${RUNS:-"p16:popri:n_prompts=16 p64b8:popri:n_prompts=64,dpo_batch_size=8 p256b32:popri:n_prompts=256,dpo_batch_size=32
+ p256b8:popri:n_prompts=256,dpo_batch_size=8 p256-lr0:popri:n_prompts=256,dpo_batch_size=32,$LR0
+ sft576:pe-sft:n_synthetic=576 sft576-lr0:pe-sft:n_synthetic=576,sft_lr=0 pe576:pe:n_synthetic=576"}
 for r in $RUNS; do
   IFS=: read -r name method sets <<< "$r"; args=""
   for kv in ${sets//,/ } generation_batch_size=128; do args="$args --set $kv"; done
