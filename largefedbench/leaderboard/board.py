@@ -84,6 +84,9 @@ class Group:
     #: the ε = 0 model's weights hash where LargeFedBench built it: every reference of the group starts from it, so
     #: entries on another checkpoint (pretrained on another CPU or thread count) form their own group
     public_model: str = ""
+    #: where another group has the same data, profile and public resources on another ε = 0 model with newer entries:
+    #: that model's hash (this group is kept for the record, listed after it)
+    superseded_by: str = ""
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -102,7 +105,22 @@ class Group:
         tag = " (synthetic demo data: checks the pipeline, not a result)" if self.synthetic else ""
         return (f"{self.dataset} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
                 f"({self.content_sha256[:12]}) · profile {self.profile} · public {self.public}"
-                f"{f' · ε = 0 model {self.public_model}' if self.public_model else ''}{tag}")
+                f"{f' · ε = 0 model {self.public_model}' if self.public_model else ''}{tag}"
+                f"{f' · superseded by ε = 0 model {self.superseded_by}' if self.superseded_by else ''}")
+
+    @property
+    def superseded_note(self) -> str:
+        """What a reader of a superseded group should know, or ""."""
+        if not self.superseded_by:
+            return ""
+        return (f"Superseded: these entries ran on an earlier ε = 0 model ({self.public_model}: another pretraining of "
+                f"the profile's downstream on the same public corpus). The group on ε = 0 model {self.superseded_by} "
+                "holds the newer runs; numbers compare only within a group.")
+
+    @property
+    def newest(self) -> str:
+        """When its newest entry was made."""
+        return max((r.entry.created_at for r in self.rows), default="")
 
     def section(self, status: str) -> list[Row]:
         return [r for r in self.rows if r.status == status]
@@ -185,6 +203,19 @@ def mark_variants(group: Group) -> None:
             row.variant = ", ".join(shown + (["…"] if len(keys) > VARIANT_KEYS else []))
 
 
+def mark_superseded(groups: list[Group]) -> None:
+    """Of the groups that differ only in their ε = 0 model (a checkpoint pretrained on another machine), the one with
+    the newest entry is current; the others are marked superseded by its model."""
+    same: dict[tuple, list[Group]] = {}
+    for g in groups:
+        if g.public_model:
+            same.setdefault((g.dataset, g.window, g.content_sha256, g.profile, g.public), []).append(g)
+    for family in same.values():
+        current = max(family, key=lambda g: (g.newest, g.public_model))
+        for g in family:
+            g.superseded_by = "" if g is current else current.public_model
+
+
 def build_board(reports: list[EntryReport]) -> Board:
     """Group and rank the valid entries of ``reports``."""
     groups: dict[tuple[str, ...], Group] = {}
@@ -211,6 +242,7 @@ def build_board(reports: list[EntryReport]) -> Board:
                 if status == "ranked" and bucket != REFERENCES:
                     for i, row in enumerate(rows, 1):
                         row.rank = i
+    mark_superseded(list(groups.values()))
     ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.public, g.content_sha256,
-                                                     g.public_model))
+                                                     bool(g.superseded_by), g.public_model))
     return Board(ordered, sum(not r.valid for r in reports))

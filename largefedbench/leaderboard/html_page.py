@@ -143,6 +143,8 @@ def _table(rows: list[Row], status: str, bucket: str, group: Group) -> str:
 
 def _group(group: Group, plots: dict[str, str]) -> str:
     parts = [f'<section class="group" id="{escape(group.slug)}"><h2>{escape(group.title)}</h2>']
+    if group.superseded_note:
+        parts.append(f'<p class="notice">{escape(group.superseded_note)}</p>')
     figures = [f'<figure><img src="{escape(path)}" alt="{name} plot of {escape(group.dataset)}" loading="eager">'
                f'<figcaption>{"accuracy against ε per method" if name == "frontier" else "costs per client and round"}'
                "</figcaption></figure>" for name, path in sorted(plots.items(), key=lambda kv: kv[0] != "frontier")]

@@ -44,6 +44,8 @@ def _table(rows: list[Row], status: str) -> list[str]:
 
 def _group(group: Group, plots: dict[str, str]) -> list[str]:
     out = [f"## {md_escape(group.title)}", ""]
+    if group.superseded_note:
+        out += [f"*{md_escape(group.superseded_note)}*", ""]
     for name in ("frontier", "costs"):
         if name in plots:
             out += [f"![{name} plot]({plots[name]})", ""]

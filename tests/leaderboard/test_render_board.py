@@ -194,3 +194,36 @@ def test_entries_whose_public_model_was_pretrained_to_other_weights_are_never_ra
     assert sorted(g.public_model for g in board.groups) == sorted(["0" * 12, here["profile"]["downstream"]["sha256"][:12]])
     assert all(len(g.rows) == 1 and g.rows[0].rank == 1 for g in board.groups)
     assert any("ε = 0 model 000000000000" in g.title for g in board.groups)
+
+
+def test_of_groups_apart_only_by_their_public_model_the_newest_is_current_and_the_rest_are_marked(produced, tmp_path):
+    import copy
+    import dataclasses
+
+    from largefedbench.leaderboard.board import build_board, mark_superseded
+    from largefedbench.leaderboard.validate import validate_paths
+
+    from .entry_variants import with_seeds
+
+    entry, art = produced.entry.to_json(), produced.path.parent
+    old = relabel(with_seeds(entry, [0, 1, 2]), entry_id="earlier-checkpoint-row")
+    new = relabel(with_seeds(entry, [0, 1, 2]), entry_id="current-checkpoint-row")
+    old["profile"] = copy.deepcopy(old["profile"])
+    old["profile"]["downstream"]["sha256"] = "f" * 64  # sorts after the current hash: order must not come from it
+    old["created_at"], new["created_at"] = "2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00"
+    reports = validate_paths([save(tmp_path, old, artifacts_from=art), save(tmp_path, new, artifacts_from=art)])
+    current, earlier = build_board(reports).groups
+    assert current.rows[0].entry.entry_id == "current-checkpoint-row" and not current.superseded_by
+    assert earlier.superseded_by == current.public_model and "superseded by" in earlier.title
+    assert current.public_model in earlier.superseded_note and not current.superseded_note
+    # a newer entry on the earlier model makes that group current again
+    old["created_at"] = "2026-03-01T00:00:00+00:00"
+    reports = validate_paths([save(tmp_path, old, artifacts_from=art), save(tmp_path, new, artifacts_from=art)])
+    assert [g.public_model for g in build_board(reports).groups] == ["f" * 12, current.public_model]
+    # a group on other data (or public resources) with a newer entry supersedes nothing
+    groups = build_board(reports).groups
+    elsewhere = dataclasses.replace(groups[1], content_sha256="0" * 64, superseded_by="", rows=list(groups[1].rows))
+    elsewhere.rows[0] = dataclasses.replace(elsewhere.rows[0], entry=elsewhere.rows[0].entry.model_copy(
+        update={"created_at": "2027-01-01T00:00:00+00:00"}))
+    mark_superseded([*groups, elsewhere])
+    assert [g.superseded_by for g in (*groups, elsewhere)] == ["", "f" * 12, ""]
