@@ -422,3 +422,27 @@ def test_lfb_eval_on_ray_stages_the_embeddings_from_their_cache(tiny, tmp_path, 
     assert entry["privacy"]["epsilon"] <= 1.0 and len(staged) == 1 and isinstance(staged[0], RowBlocks)
     matrix = embedder.span_embeddings(_fd, "train", bundle.embedder, bundle.embedder_id, root=root, progress=False)
     assert len(staged[0].blocks) > 1 and np.array_equal(staged[0][0:len(matrix)], matrix)
+
+
+def test_a_worker_replacing_its_task_every_release_does_not_grow():
+    """Each release sends every worker a new task; an adapter method's holds the whole model. The worker drops the old
+    task before loading the new one and hands the freed heap back, so its peak stays where the first task put it."""
+    from largefedbench.client_views import ClientStore
+
+    clients, emb = small_split(4, seed=2)
+    store, executor = ClientStore(clients, emb), ProcessExecutor(workers=1)
+    peaks = []
+    try:
+        for release in range(4):
+            weights = np.full(20_000_000, float(release))  # 160 MB that the client function closes over
+
+            def client_fn(view, weights=weights):
+                return np.full((len(view), 3), weights[0])
+
+            results = list(executor.map_chunks(store, [np.arange(4)], client_fn=client_fn, round_=release, fed_seed=0,
+                                               clip=10.0, batched=True))
+            assert float(results[0].total[0]) == pytest.approx(4 * min(release, 10 / np.sqrt(3)))
+            peaks.append(results[0].peak_rss_bytes)
+    finally:
+        executor.shutdown()
+    assert peaks[-1] - peaks[0] < 60e6, [f"{p / 1e6:.0f} MB" for p in peaks]
