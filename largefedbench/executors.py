@@ -30,7 +30,6 @@ a node's): torch's float reductions depend on the thread count, and this keeps t
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
@@ -111,21 +110,24 @@ def release_memory() -> None:
 
 
 def _load_libc():
+    """glibc, where ``malloc_trim`` exists; None elsewhere (macOS, Windows, musl, a Python without ctypes)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:  # musl and other C libraries have no malloc_trim
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")  # OSError where there is no libc.so.6 (musl)
+    except (ImportError, OSError):
         return None
+    return libc if hasattr(libc, "malloc_trim") else None
 
 
 _LIBC = _load_libc()
 
 
 def _worker_main(inbox: int, outbox: int) -> None:
-    """A ``process`` worker (``python -c``, reading and writing the pipes ``inbox`` and ``outbox``): keeps the last
-    client store and task it was sent, runs chunks, returns their sums."""
+    """A ``process`` worker (``python -c``, reading and writing the pipes ``inbox`` and ``outbox``): keeps the client
+    store and the task it was last sent (none, after one that failed to load), runs chunks, returns their sums."""
     from multiprocessing.connection import Connection
 
     import cloudpickle
@@ -134,9 +136,10 @@ def _worker_main(inbox: int, outbox: int) -> None:
     store = task = None
     while True:
         try:  # two frames a message: its kind, then its pickled body
-            kind = conn_in.recv_bytes().decode()
-            if kind == "stop":
+            kind = conn_in.recv_bytes()
+            if kind not in (b"store", b"task", b"chunk"):  # "stop", or frames out of step: the driver sees it end
                 return
+            kind = kind.decode()
             if kind in ("store", "task"):  # the old one goes before the new one arrives
                 store, task = (None, task) if kind == "store" else (store, None)
                 release_memory()
@@ -219,6 +222,7 @@ class ProcessExecutor:
         for w in range(len(self._procs)):
             if self._shipped[w] != id(store):
                 body = body or pickle.dumps(store, protocol=pickle.HIGHEST_PROTOCOL)
+                self._shipped[w] = None  # the worker drops its store first: if the new one fails to load, it has none
                 self._call(w, "store", body)
                 self._shipped[w] = id(store)
         self._store_ref = store
@@ -226,11 +230,11 @@ class ProcessExecutor:
     def _send(self, w: int, kind: str, body: Any = None) -> None:
         """``kind``, then ``body`` (bytes as they are, anything else pickled): the worker frees what the message
         replaces before its body arrives."""
-        try:
+        payload = body if isinstance(body, bytes) else pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+        try:  # both frames or neither: the payload is ready before the first goes out
             inbox = self._procs[w][1][0]
             inbox.send_bytes(kind.encode())
-            if kind != "stop":
-                inbox.send_bytes(body if isinstance(body, bytes) else pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL))
+            inbox.send_bytes(payload)
         except (BrokenPipeError, OSError):
             self._died(w)
 

@@ -424,11 +424,13 @@ def test_lfb_eval_on_ray_stages_the_embeddings_from_their_cache(tiny, tmp_path, 
     assert len(staged[0].blocks) > 1 and np.array_equal(staged[0][0:len(matrix)], matrix)
 
 
-def test_a_worker_replacing_its_task_every_release_does_not_grow():
+def test_a_worker_replacing_its_task_every_release_does_not_grow(monkeypatch):
     """Each release sends every worker a new task; an adapter method's holds the whole model. The worker drops the old
     task before loading the new one and hands the freed heap back, so its peak stays where the first task put it."""
+    from largefedbench import executors
     from largefedbench.client_views import ClientStore
 
+    monkeypatch.setattr(executors, "_driver_threads", lambda: None)  # no torch import in the worker after task 1
     clients, emb = small_split(4, seed=2)
     store, executor = ClientStore(clients, emb), ProcessExecutor(workers=1)
     peaks = []
@@ -446,3 +448,38 @@ def test_a_worker_replacing_its_task_every_release_does_not_grow():
     finally:
         executor.shutdown()
     assert peaks[-1] - peaks[0] < 60e6, [f"{p / 1e6:.0f} MB" for p in peaks]
+
+
+class _FailsToLoad:
+    """Pickles on the driver, raises ZeroDivisionError when a worker unpickles it."""
+
+    def __reduce__(self):
+        import operator
+
+        return operator.truediv, (1, 0)
+
+
+def test_a_store_that_fails_to_load_in_a_worker_is_shipped_again_next_time():
+    """The worker drops its store before the new one arrives, so after a failed load it holds none: the executor must
+    not believe it still holds the old one."""
+    from largefedbench.client_views import ClientStore
+
+    clients, emb = small_split(4, seed=2)
+    good, bad = ClientStore(clients, emb), ClientStore(clients, emb)
+    bad.poison = _FailsToLoad()
+    executor = ProcessExecutor(workers=1)
+
+    def ones(view):
+        return np.ones((len(view), 2))
+
+    def run(store):
+        return list(executor.map_chunks(store, [np.arange(4)], client_fn=ones, round_=0, fed_seed=0, clip=10.0,
+                                        batched=True))[0].total
+
+    try:
+        assert run(good).tolist() == [4.0, 4.0]
+        with pytest.raises(ZeroDivisionError):
+            run(bad)
+        assert run(good).tolist() == [4.0, 4.0]
+    finally:
+        executor.shutdown()
