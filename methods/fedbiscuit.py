@@ -68,6 +68,7 @@ from largefedbench.fedtrain import (
 )
 from largefedbench.fedtrain.generator import lora_generator, require_private_budget
 from largefedbench.models import embed
+from largefedbench.models.precision import DTYPES
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.rounds import cohort_fields
@@ -134,10 +135,18 @@ class FedBisConfig:
     dpo_lr: float = 1e-6
     dpo_epochs: int = 3
     dpo_batch_size: int = 32
+    dpo_gradient_accumulation: int = 1
     n_synthetic: int = 100_000
     synthetic_temperature: float = 1.0
     generation_batch_size: int = 64
     selector_batch_size: int = 64
+    selector_dtype: Literal["float32", "bfloat16"] = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dpo_batch_size < 1 or self.dpo_gradient_accumulation < 1:
+            raise InputError("dpo_batch_size and dpo_gradient_accumulation must be at least 1")
+        if self.selector_dtype not in DTYPES:
+            raise InputError(f"selector_dtype={self.selector_dtype!r}; choose one of {', '.join(DTYPES)}")
 
     @classmethod
     def tiny(cls) -> FedBisConfig:
@@ -148,7 +157,10 @@ class FedBisConfig:
     @classmethod
     def cpu(cls) -> FedBisConfig:
         """The ``cpu`` profile: 10 rounds at rate 0.05 (~77 clients) with 2 local steps on 8 pairs each, a 256-pair
-        pool, DPO on 64 prompts × 3 completions (lr 5e-4, batch 2, 2 epochs: POPri's cpu step), 1,024 samples."""
+        pool, selectors run in bf16 autocast (a local step 1.5× faster on 2 cores, docs/speed.md), DPO on the
+        C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches of 4: 8
+        steps an epoch, POPri's cpu step; with 4× POPri's steps a round its generator overshot, docs/profiles.md),
+        1,024 samples."""
         return cls(**_CPU)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
@@ -174,6 +186,7 @@ class FedBiscuitConfig(FedBisConfig):
     selector_weights: Literal["uniform", "group"] = "uniform"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.n_selectors < 1 or self.warmup_rounds < 1 or self.regroup_every < 1:
             raise InputError("n_selectors, warmup_rounds and regroup_every must be at least 1")
         if self.rounds < self.n_selectors * self.warmup_rounds:
@@ -218,7 +231,8 @@ _CPU: dict[str, Any] = {
     "rounds": 10, "sample_rate": 0.05, "local_steps": 2, "local_batch_size": 8, "client_lr": 5e-4, "lora_rank": 4,
     "lora_alpha": 8, "pool_pairs": 256, "pairs_per_client": 8, "validation_pairs": 2, "candidate_tokens": 48,
     "examples_per_prompt": 2, "max_new_tokens": 48, "n_dpo_prompts": 64, "n_completions": 3, "dpo_lr": 5e-4,
-    "dpo_epochs": 2, "dpo_batch_size": 2, "n_synthetic": 1024, "generation_batch_size": 48,
+    "dpo_epochs": 2, "dpo_batch_size": 4, "dpo_gradient_accumulation": 6,
+    "n_synthetic": 1024, "generation_batch_size": 48, "selector_dtype": "bfloat16",
 }
 
 # -- the public pair pool and each client's preferences ------------------------------------------------------
@@ -266,7 +280,8 @@ def own_pairs(chunk, position: dict[str, int], pool: PairPool, n_pairs: int, see
 class SelectorTask:
     """Token ids of the selector prompt for pool pairs in both orders, its loss and its log-odds."""
 
-    def __init__(self, tokenizer, a: list[str], b: list[str], candidate_tokens: int) -> None:
+    def __init__(self, tokenizer, a: list[str], b: list[str], candidate_tokens: int, dtype: str = "float32") -> None:
+        self.autocast = dtype == "bfloat16"  # the forward's matrix products in bf16, the weights and gradients float32
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         pieces = tokenizer([TEMPLATE_A, TEMPLATE_B, TEMPLATE_END], add_special_tokens=False)["input_ids"]
         self.choice_ids = [tokenizer(c, add_special_tokens=False)["input_ids"][-1] for c in CHOICES]
@@ -300,7 +315,8 @@ class SelectorTask:
         # the LM head only at the batch's distinct last positions (each row's, a handful in a right-padded batch),
         # not at every position: the same logits and gradients, a fifth less time a selector step (docs/speed.md)
         keep = torch.unique(last)
-        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits
         if logits.shape[1] != len(keep):
             raise RuntimeError(f"{type(model).__name__} ignored logits_to_keep ({logits.shape[1]} positions, not "
                                f"{len(keep)}): the selector needs a transformers causal LM that supports it")
@@ -480,7 +496,7 @@ class FedBis(Method):
         if len(pool) < cfg.pairs_per_client + cfg.validation_pairs:
             raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
                               f"{cfg.pairs_per_client + cfg.validation_pairs}; raise pool_pairs or lower pairs_per_client")
-        task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens)
+        task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens, cfg.selector_dtype)
         selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
         run = _SelectorTraining(self, fed, public, cfg, pool, task, FlatParams(selector), sigma, sigma_g)
         run.train()
@@ -538,13 +554,15 @@ class FedBis(Method):
                  if x.strip() and y.strip() and x != y]
         if not items:
             return {"n_pairs": 0}, {"dpo_pairs": 0}
-        fresh = SelectorTask(tok, [x for _, x, _ in items], [y for _, _, y in items], cfg.candidate_tokens)
+        fresh = SelectorTask(tok, [x for _, x, _ in items], [y for _, _, y in items], cfg.candidate_tokens,
+                             cfg.selector_dtype)
         scores = np.stack([run.scores(fresh, u) for u in range(run.n_sel)])
         prefer_a = majority_vote(scores)
         chosen = [x if pa else y for (_, x, y), pa in zip(items, prefer_a)]
         rejected = [y if pa else x for (_, x, y), pa in zip(items, prefer_a)]
         metrics = dpo_update(generator, tok, [p for p, _, _ in items], chosen, rejected, beta=cfg.dpo_beta, lr=cfg.dpo_lr,
-                             epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size, seed=seed_for(public.seed, 0xD1),
+                             epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
+                             gradient_accumulation_steps=cfg.dpo_gradient_accumulation, seed=seed_for(public.seed, 0xD1),
                              progress=public.progress)
         agreement = float(np.mean([np.mean((scores[u] > 0) == prefer_a) for u in range(run.n_sel)]))
         words = np.mean([len(c.split()) for c in chosen]), np.mean([len(r.split()) for r in rejected])

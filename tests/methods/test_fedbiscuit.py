@@ -192,6 +192,51 @@ def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_th
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
+def test_a_bfloat16_selector_runs_its_forward_in_bf16_and_keeps_float32_gradients(tiny):
+    """``selector_dtype="bfloat16"`` (the cpu preset): the selector's matrix products run under bf16 autocast, so its
+    loss moves off float32's by bf16 rounding only, and the LoRA gradients stay float32 and close to float32's."""
+    tok = tiny[1].generator_tokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from largefedbench.synthetic.lora import add_lora
+
+    torch.manual_seed(2)
+    model = add_lora(GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=2, n_head=2)),
+                     rank=2, alpha=4).eval()
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.1)
+    a, b = ["the cell divides fast", "a bill passes"], ["we met farmers today", "genes are expressed"]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        task = SelectorTask(tok, a, b, 8, dtype)
+        loss = task.loss(model, task.examples(np.arange(2), np.array([0, 1])))
+        results[dtype] = loss.detach(), torch.autograd.grad(loss, trained)
+    (loss32, grads32), (loss16, grads16) = results["float32"], results["bfloat16"]
+    assert loss16.dtype == torch.float32 and all(g.dtype == torch.float32 for g in grads16)
+    assert loss16 != loss32, "the bf16 forward is not float32's"
+    torch.testing.assert_close(loss16, loss32, rtol=0, atol=0.05)
+    flat32, flat16 = torch.cat([g.flatten() for g in grads32]), torch.cat([g.flatten() for g in grads16])
+    assert torch.nn.functional.cosine_similarity(flat32, flat16, dim=0) > 0.98
+    with pytest.raises(InputError, match="selector_dtype"):
+        FedBisConfig(selector_dtype="float16")
+    with pytest.raises(InputError, match="dpo_gradient_accumulation"):
+        FedBiscuitConfig(dpo_gradient_accumulation=0)
+
+
+def test_the_cpu_presets_dpo_takes_popris_cpu_steps_an_epoch():
+    """FedBis's cpu DPO takes as many optimizer steps an epoch, at the same lr, as POPri's cpu round, whose step the
+    cpu profile was measured at (with 4× the steps POPri's generator overshot); micro-batches keep memory small."""
+    from largefedbench.methods.popri import POPriConfig
+
+    popri, fedbis = POPriConfig.cpu(), FedBisConfig.cpu()
+    pairs = fedbis.n_dpo_prompts * math.comb(fedbis.n_completions, 2)
+    assert math.ceil(pairs / (fedbis.dpo_batch_size * fedbis.dpo_gradient_accumulation)) == \
+        math.ceil(popri.n_prompts / popri.dpo_batch_size)
+    assert (fedbis.dpo_lr, fedbis.dpo_epochs) == (popri.lr, popri.dpo_epochs)
+    assert FedBiscuitConfig.cpu().dpo_gradient_accumulation == fedbis.dpo_gradient_accumulation
+
 def test_paper_schedule_and_plan_follow_algorithm_1():
     cfg = FedBiscuitConfig()
     steps = cfg.schedule()
