@@ -68,7 +68,6 @@ from largefedbench.fedtrain import (
 )
 from largefedbench.fedtrain.generator import lora_generator, require_private_budget
 from largefedbench.models import embed
-from largefedbench.models.precision import DTYPES
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.rounds import cohort_fields
@@ -96,6 +95,7 @@ DEVIATIONS = (
 )
 
 SELECTOR_WEIGHTS = ("uniform", "group")  # Eq. 6's p_m: 1/M (paper, reference) or 1/N_u (ours)
+SELECTOR_DTYPES = ("float32", "bfloat16")  # the selector's training forward (its scores are always float32)
 TEMPLATE_A, TEMPLATE_B, TEMPLATE_END = "Text A: ", "\nText B: ", "\nWhich text is more like your own documents? Answer:"
 CHOICES = (" A", " B")
 
@@ -145,8 +145,8 @@ class FedBisConfig:
     def __post_init__(self) -> None:
         if self.dpo_batch_size < 1 or self.dpo_gradient_accumulation < 1:
             raise InputError("dpo_batch_size and dpo_gradient_accumulation must be at least 1")
-        if self.selector_dtype not in DTYPES:
-            raise InputError(f"selector_dtype={self.selector_dtype!r}; choose one of {', '.join(DTYPES)}")
+        if self.selector_dtype not in SELECTOR_DTYPES:
+            raise InputError(f"selector_dtype={self.selector_dtype!r}; choose one of {', '.join(SELECTOR_DTYPES)}")
 
     @classmethod
     def tiny(cls) -> FedBisConfig:
@@ -157,10 +157,10 @@ class FedBisConfig:
     @classmethod
     def cpu(cls) -> FedBisConfig:
         """The ``cpu`` profile: 10 rounds at rate 0.05 (~77 clients) with 2 local steps on 8 pairs each, a 256-pair
-        pool, selectors run in bf16 autocast (a local step 1.5× faster on 2 cores, docs/speed.md), DPO on the
-        C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches of 4: 8
-        steps an epoch, POPri's cpu step; with 4× POPri's steps a round its generator overshot, docs/profiles.md),
-        1,024 samples."""
+        pool, selectors trained in bf16 autocast (a local step 1.4–1.5× faster on one thread, docs/speed.md), DPO
+        on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches
+        of 4: 8 steps an epoch, as POPri's cpu round; with 4× POPri's steps a round its generator overshot,
+        docs/profiles.md), 1,024 samples."""
         return cls(**_CPU)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
@@ -281,7 +281,11 @@ class SelectorTask:
     """Token ids of the selector prompt for pool pairs in both orders, its loss and its log-odds."""
 
     def __init__(self, tokenizer, a: list[str], b: list[str], candidate_tokens: int, dtype: str = "float32") -> None:
-        self.autocast = dtype == "bfloat16"  # the forward's matrix products in bf16, the weights and gradients float32
+        if dtype not in SELECTOR_DTYPES:
+            raise ValueError(f"dtype={dtype!r}; choose one of {', '.join(SELECTOR_DTYPES)}")
+        # bfloat16: the training forward's matrix products in bf16 (weights, gradients and AdamW state stay float32);
+        # scores (DPO labels, FedBiscuit's grouping) stay float32, where bf16 would round the logits to steps of 1/16
+        self.train_autocast = dtype == "bfloat16"
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         pieces = tokenizer([TEMPLATE_A, TEMPLATE_B, TEMPLATE_END], add_special_tokens=False)["input_ids"]
         self.choice_ids = [tokenizer(c, add_special_tokens=False)["input_ids"][-1] for c in CHOICES]
@@ -303,7 +307,7 @@ class SelectorTask:
             out.append((self.ba[p], 1 - int(y)))
         return out
 
-    def _logits(self, model, rows: list[list[int]]) -> torch.Tensor:
+    def _logits(self, model, rows: list[list[int]], autocast: bool = False) -> torch.Tensor:
         device = next(model.parameters()).device
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
@@ -315,7 +319,7 @@ class SelectorTask:
         # the LM head only at the batch's distinct last positions (each row's, a handful in a right-padded batch),
         # not at every position: the same logits and gradients, a fifth less time a selector step (docs/speed.md)
         keep = torch.unique(last)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep).logits
         if logits.shape[1] != len(keep):
             raise RuntimeError(f"{type(model).__name__} ignored logits_to_keep ({logits.shape[1]} positions, not "
@@ -325,7 +329,8 @@ class SelectorTask:
     def loss(self, model, batch: list[tuple[list[int], int]]) -> torch.Tensor:
         """Cross-entropy over the two choice tokens at the last position."""
         labels = torch.as_tensor([y for _, y in batch], device=next(model.parameters()).device)
-        return torch.nn.functional.cross_entropy(self._logits(model, [r for r, _ in batch]), labels)
+        logits = self._logits(model, [r for r, _ in batch], autocast=self.train_autocast)
+        return torch.nn.functional.cross_entropy(logits, labels)
 
     @torch.no_grad()
     def log_odds(self, model, rows: list[list[int]], batch_size: int) -> np.ndarray:

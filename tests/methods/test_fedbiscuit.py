@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -192,9 +193,10 @@ def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_th
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
-def test_a_bfloat16_selector_runs_its_forward_in_bf16_and_keeps_float32_gradients(tiny):
-    """``selector_dtype="bfloat16"`` (the cpu preset): the selector's matrix products run under bf16 autocast, so its
-    loss moves off float32's by bf16 rounding only, and the LoRA gradients stay float32 and close to float32's."""
+def test_a_bfloat16_selector_trains_in_bf16_and_scores_in_float32(tiny):
+    """``selector_dtype="bfloat16"`` (the cpu preset): the training forward's matrix products run under bf16 autocast,
+    so the loss moves off float32's by bf16 rounding only and the LoRA gradients stay close to float32's; the scores
+    (DPO labels, FedBiscuit's grouping) are float32's exactly."""
     tok = tiny[1].generator_tokenizer
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -212,17 +214,23 @@ def test_a_bfloat16_selector_runs_its_forward_in_bf16_and_keeps_float32_gradient
     for dtype in ("float32", "bfloat16"):
         task = SelectorTask(tok, a, b, 8, dtype)
         loss = task.loss(model, task.examples(np.arange(2), np.array([0, 1])))
-        results[dtype] = loss.detach(), torch.autograd.grad(loss, trained)
-    (loss32, grads32), (loss16, grads16) = results["float32"], results["bfloat16"]
-    assert loss16.dtype == torch.float32 and all(g.dtype == torch.float32 for g in grads16)
+        results[dtype] = loss.detach(), torch.autograd.grad(loss, trained), task.prefers_a(model, np.arange(2), 8)
+    (loss32, grads32, scores32), (loss16, grads16, scores16) = results["float32"], results["bfloat16"]
+    assert loss16.dtype == torch.float32
     assert loss16 != loss32, "the bf16 forward is not float32's"
     torch.testing.assert_close(loss16, loss32, rtol=0, atol=0.05)
     flat32, flat16 = torch.cat([g.flatten() for g in grads32]), torch.cat([g.flatten() for g in grads16])
     assert torch.nn.functional.cosine_similarity(flat32, flat16, dim=0) > 0.98
+    np.testing.assert_array_equal(scores16, scores32)
+
+
+def test_selector_dtype_and_dpo_accumulation_are_checked():
     with pytest.raises(InputError, match="selector_dtype"):
         FedBisConfig(selector_dtype="float16")
     with pytest.raises(InputError, match="dpo_gradient_accumulation"):
         FedBiscuitConfig(dpo_gradient_accumulation=0)
+    with pytest.raises(ValueError, match="dtype"):
+        SelectorTask(None, [], [], 8, "bf16")
 
 
 def test_the_cpu_presets_dpo_takes_popris_cpu_steps_an_epoch():
@@ -236,6 +244,7 @@ def test_the_cpu_presets_dpo_takes_popris_cpu_steps_an_epoch():
         math.ceil(popri.n_prompts / popri.dpo_batch_size)
     assert (fedbis.dpo_lr, fedbis.dpo_epochs) == (popri.lr, popri.dpo_epochs)
     assert FedBiscuitConfig.cpu().dpo_gradient_accumulation == fedbis.dpo_gradient_accumulation
+
 
 def test_paper_schedule_and_plan_follow_algorithm_1():
     cfg = FedBiscuitConfig()
@@ -257,11 +266,16 @@ def _check_ledger(method, cfg, fed, info, budget):
 
 @pytest.mark.slow
 def test_fedbis_end_to_end(tiny, tmp_path):
-    cfg = FedBisConfig.tiny()
+    """FedBis with the cpu preset's two speed settings: bf16 selector training and DPO micro-batches whose gradients
+    are accumulated (an optimizer step every 3 micro-batches of 2 pairs)."""
+    cfg = dataclasses.replace(FedBisConfig.tiny(), selector_dtype="bfloat16", dpo_batch_size=2,
+                              dpo_gradient_accumulation=3)
     fed, art = train_end_to_end(tiny, tmp_path, FedBis(), cfg, BUDGET)
     assert art.kind == "synthetic text" and len(art.texts) >= 0.8 * cfg.n_synthetic
     _check_ledger(FedBis(), cfg, fed, art.info, BUDGET)
-    assert art.info["selectors"] == 1 and art.info["dpo_pairs"] > 0 and art.info["dpo"]["steps"] >= 1
+    dpo = art.info["dpo"]
+    assert art.info["selectors"] == 1 and art.info["dpo_pairs"] > 0
+    assert dpo["steps"] == cfg.dpo_epochs * math.ceil(dpo["n_trained_pairs"] / 6) > 0
     assert [h["phase"] for h in art.history] == ["selector"] * cfg.rounds + ["dpo"]
 
 
