@@ -188,6 +188,10 @@ class EnvironmentSection(_Strict):
     #: the git commit each seed ran at, by seed, when one differs from ``git_commit`` (a run resumed from seeds that
     #: an earlier checkout finished, e.g. committed run folders continued on another machine); None otherwise
     seed_commits: dict[str, str | None] | None = None
+    #: the dtypes the run sampled and trained in: {"generation": "bfloat16" | "float32" | "as loaded", "training":
+    #: "bfloat16" | "float32"} (LFB_GENERATION_DTYPE, LFB_TRAINING_DTYPE, or the hardware's default); `lfb leaderboard
+    #: reproduce` re-runs under the same; None in entries written before they were recorded
+    precision: dict[str, str] | None = None
 
 
 class RunConfig(_Strict):

@@ -6,7 +6,9 @@ and its next-token choices stay float32's but for near-ties (``lfb bench llm`` m
 Training keeps its float32 weights: the copy (LoRA merged in, cast) is made for one sampling call and dropped.
 DPO and SFT keep float32 on a CPU (:func:`train_in_bf16`).
 On CUDA the model samples as loaded. ``LFB_GENERATION_DTYPE=float32`` (or ``bfloat16``) overrides the choice, e.g.
-to reproduce an entry made before the bf16 copy; ``LFB_TRAINING_DTYPE`` does the same for training.
+to reproduce an entry made before the bf16 copy; ``LFB_TRAINING_DTYPE`` does the same for training. Entries record
+both (:func:`precision_record`, ``environment.precision``) and ``lfb leaderboard reproduce`` re-runs under them
+(:func:`precision_env`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import torch
 from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError
 
-__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "forget_copies", "generation_dtype", "inference_copy", "train_in_bf16"]
+__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "forget_copies", "generation_dtype", "inference_copy", "precision_env",
+           "precision_record", "train_in_bf16"]
 
 ENV_VAR = "LFB_GENERATION_DTYPE"
 TRAINING_ENV_VAR = "LFB_TRAINING_DTYPE"
@@ -56,6 +59,24 @@ def train_in_bf16() -> bool:
     if requested is not None:
         return requested == torch.bfloat16
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+
+
+AS_LOADED = "as loaded"  # generation_dtype None: the model samples in the dtype it was loaded in
+
+
+def precision_record(device: torch.device) -> dict[str, str]:
+    """What a run on ``device`` samples and trains in, as its entry records it (``environment.precision``)."""
+    dtype = generation_dtype(device)
+    names = {v: k for k, v in DTYPES.items()}
+    return {"generation": names[dtype] if dtype is not None else AS_LOADED,
+            "training": "bfloat16" if train_in_bf16() else "float32"}
+
+
+def precision_env(recorded: dict[str, str] | None) -> dict[str, str]:
+    """The environment variables under which this machine samples and trains as ``recorded`` (an entry's
+    ``environment.precision``; None or "as loaded" pins nothing)."""
+    wanted = {ENV_VAR: (recorded or {}).get("generation"), TRAINING_ENV_VAR: (recorded or {}).get("training")}
+    return {var: name for var, name in wanted.items() if name in DTYPES}
 
 
 _copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (state key, dtype, its copy)

@@ -86,7 +86,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         profile=jsonable(portable_profile(bundle.describe(), prep.request.home or lfb_home())),
         metrics=_metrics(results, reference_public, reference_non_private, reference_generator_only, novel),
         costs=CostsSection(**_mean_costs(results), wall_seconds=wall_seconds, peak_memory_mb=peak_memory_mb()),
-        environment=_environment(results, prep.request.executor),
+        environment=_environment(results, prep.request.executor, bundle.device),
         seeds=[r.seed for r in results],
         config=RunConfig(method=config_to_dict(prep.config), preset=prep.preset, overrides=dict(prep.request.overrides),
                          profile=prep.profile.name,
@@ -97,15 +97,17 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
     )
 
 
-def _environment(results: list[SeedResult], executor: str) -> EnvironmentSection:
+def _environment(results: list[SeedResult], executor: str, device) -> EnvironmentSection:
     """This process's environment; ``seed_commits`` when a seed ran at another commit (None: a seed stored before
     seeds recorded theirs)."""
     from largefedbench.environment import environment
+    from largefedbench.models.precision import precision_record
 
     env = environment()
     commits = {str(r.seed): (r.made_with or {}).get("git_commit") for r in results}
     differs = any(c != env["git_commit"] for c in commits.values())
-    return EnvironmentSection(**env, client_executor=executor, seed_commits=commits if differs else None)
+    return EnvironmentSection(**env, client_executor=executor, seed_commits=commits if differs else None,
+                              precision=precision_record(device))
 
 
 def _calibrations(results: list[SeedResult]) -> dict[str, Any]:

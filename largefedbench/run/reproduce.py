@@ -11,8 +11,10 @@ and public reference load either way) and compares that seed's numbers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -225,6 +227,30 @@ def _audit(entry: Entry, progress: bool):
                  leak_canaries=a.leak_canaries)
 
 
+@contextlib.contextmanager
+def _precision_as(entry: Entry, notes: list[str]):
+    """Sample and train in the dtypes the entry recorded (``environment.precision``), whatever this machine's
+    default or this shell's ``LFB_*_DTYPE``; restored afterwards. Worker processes start inside, so they inherit it."""
+    from largefedbench.models.device import get_device
+    from largefedbench.models.precision import precision_env, precision_record
+
+    wanted = precision_env(entry.environment.precision)
+    here = precision_env(precision_record(get_device(None)))  # what this machine would run in, left to itself
+    changed = sorted(f"{var}={name}" for var, name in wanted.items() if here.get(var) != name)
+    if changed:
+        notes.append(f"sampled and trained in the entry's dtypes, not this machine's default: {', '.join(changed)}")
+    before = {var: os.environ.get(var) for var in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for var, value in before.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
               out: Path | None = None, progress: bool = False, seeds: Sequence[int] | None = None,
               log: Callable[[str], None] | None = None, root: Path | None = None) -> ReproduceResult:
@@ -242,7 +268,7 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
     entry: Entry = report.entry
     run_seeds = _seeds_to_run(entry, seeds)
     result = ReproduceResult(entry.entry_id, seeds=None if set(run_seeds) == set(entry.seeds) else list(run_seeds))
-    with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp, _precision_as(entry, result.notes):
         board = Path(out) if out is not None else Path(tmp)
         request = _prepare(entry, board, home, progress, result.notes, run_seeds)
         again = run_eval(request, log=log or (lambda msg: None), audit=_audit(entry, progress))

@@ -25,6 +25,9 @@ def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, t
     names = {c.metric for c in result.comparisons}
     assert {"ε, seed 0", "next_token_accuracy.top1, seed 0", "gap_closed, seed 0", "fid, seed 0"} <= names
     assert all(c.difference == 0 for c in result.comparisons), result.format()  # same machine, same software
+    precision = produced.entry.environment.precision  # recorded, and re-run under: no note on the same machine
+    assert precision["training"] == "float32" and precision["generation"] in ("bfloat16", "float32", "as loaded")
+    assert not any("dtypes" in note for note in result.notes), result.notes
     # the real re-run recorded beside a byte-identical copy of the entry marks the board (issue 14, item 17)
     board = tmp_path / "board"
     copy = save(board, produced.entry.to_json(), artifacts_from=produced.path.parent)
@@ -143,3 +146,39 @@ def test_a_spot_check_runs_only_the_named_seeds(monkeypatch, lfb_home):
     with pytest.raises(Stop):
         reproduce(path, home=lfb_home, seeds=[2])
     assert seen == [(2,)]
+
+
+def test_a_reproduction_samples_and_trains_in_the_dtypes_its_entry_recorded(monkeypatch, lfb_home, tmp_path):
+    """An entry records the dtypes it sampled and trained in (``environment.precision``); ``reproduce`` re-runs under
+    the same, whatever this shell sets, says so when this machine would have chosen otherwise, and puts the shell's
+    settings back afterwards."""
+    import os
+    from pathlib import Path
+
+    import largefedbench.run.eval as eval_module
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def fake_run_eval(request, **kwargs):
+        seen.append((os.environ.get("LFB_GENERATION_DTYPE"), os.environ.get("LFB_TRAINING_DTYPE")))
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    monkeypatch.setenv("LFB_TRAINING_DTYPE", "float32")
+    monkeypatch.delenv("LFB_GENERATION_DTYPE", raising=False)
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    committed = next(p for p in sorted(board.glob("demo/dp-fedavg/dp-fedavg--demo--tiny--eps1--??????????.json")))
+    data = json.loads(committed.read_text())
+    assert data["environment"].get("precision") is None  # written before entries recorded it: nothing is pinned
+    data["environment"]["precision"] = {"generation": "float32", "training": "bfloat16"}
+    path = save(tmp_path / "board", data, artifacts_from=committed.parent)
+    with pytest.raises(Stop):
+        reproduce(path, home=lfb_home, seeds=[0])
+    assert seen == [("float32", "bfloat16")]
+    assert os.environ["LFB_TRAINING_DTYPE"] == "float32" and "LFB_GENERATION_DTYPE" not in os.environ
+    with pytest.raises(Stop):
+        reproduce(committed, home=lfb_home, seeds=[0])
+    assert seen[-1] == (None, "float32")
