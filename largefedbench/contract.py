@@ -80,6 +80,9 @@ class Method:
     #: settings the Config no longer has, each with why it went: ``lfb leaderboard reproduce`` re-runs an older entry
     #: without them (with a note) instead of refusing it; only for settings whose removal leaves results unchanged.
     retired_settings: ClassVar[dict[str, str]] = {}
+    #: settings the Config gained, each with the value that does what the method did before it existed:
+    #: ``lfb leaderboard reproduce`` re-runs an older entry with it (otherwise with the entry's preset's value).
+    introduced_settings: ClassVar[dict[str, Any]] = {}
     #: can ``lfb audit`` score canaries against the method's releases (its client functions are ``NnVotes`` or
     #: ``PopriScores``)? Otherwise synthetic-text methods are audited from their final set.
     audit_by_releases: ClassVar[bool] = False

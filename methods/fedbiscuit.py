@@ -477,6 +477,8 @@ class FedBis(Method):
     output = "synthetic text"
     Config = FedBisConfig
     needs_span_embeddings = True
+    #: session 16's cpu-preset settings; before them the selectors trained in float32 and DPO took every batch's step
+    introduced_settings = {"selector_dtype": "float32", "dpo_gradient_accumulation": 1}
 
     def n_selectors(self, cfg) -> int:
         return 1

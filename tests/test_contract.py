@@ -11,6 +11,7 @@ from echo_method import Echo, EchoConfig
 
 from largefedbench.contract import Artifact, Method, PublicResources, config_from_overrides, config_to_dict
 from largefedbench.errors import InputError, MethodError
+from largefedbench.registry import BUILTIN_METHODS, get_method
 
 
 class FakeSplit:
@@ -130,3 +131,16 @@ def test_the_contract_re_exports_the_config_helpers_methods_import_from_it():
 
     assert contract.config_to_dict is config_overrides.config_to_dict
     assert contract.config_from_overrides is config_overrides.config_from_overrides
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_METHODS))
+def test_a_built_in_methods_introduced_settings_are_config_fields_that_each_preset_accepts(name):
+    """``introduced_settings`` (what ``reproduce`` runs an older entry with) names fields of the method's Config, and
+    every preset still builds a valid config with them applied."""
+    cls = get_method(name)
+    introduced = cls.introduced_settings
+    fields = {f.name for f in dataclasses.fields(cls.Config)} if introduced else set()
+    assert set(introduced) <= fields, set(introduced) - fields
+    for preset in ("paper", "cpu", "tiny") if introduced else ():
+        base = getattr(cls.Config, preset)() if preset != "paper" else cls.Config()
+        dataclasses.replace(base, **introduced)

@@ -141,10 +141,18 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise InputError(f"cannot rebuild the entry's method config {wanted} with this version of "
                          f"{entry.method.name!r} (got {got})")
     newer = {k: v for k, v in got.items() if k not in wanted}
-    # settings added since the entry run at the preset's values, taken to be what the entry's version did (the
-    # comparison of the numbers checks it)
+    # settings added since the entry: the value the method declares as its behaviour before them, else the preset's,
+    # taken to be what the entry's version did (the comparison of the numbers checks it)
+    introduced = getattr(prep.method_cls, "introduced_settings", {})
+    before = {k: v for k, v in introduced.items() if k in newer and newer[k] != v}
+    if before:
+        overrides.update({k: _as_override(v) for k, v in before.items()})
+        request = _request(entry, out, home, progress, overrides, seeds)
+        prep = prepare(request)
+        newer = {k: v for k, v in config_to_dict(prep.config).items() if k not in wanted}
     if newer:
-        notes.append(f"the method has settings the entry predates, run at their {entry.config.preset} values: "
+        notes.append(f"the method has settings the entry predates, run at the values before them (else the "
+                     f"{entry.config.preset} preset's): "
                      + ", ".join(f"{k}={v!r}" for k, v in sorted(newer.items())))
     if prep.fd.manifest["content_sha256"] != entry.dataset.content_sha256:
         raise SnapshotError(f"the snapshot {entry.dataset.snapshot!r} here has content hash "

@@ -182,3 +182,36 @@ def test_a_reproduction_samples_and_trains_in_the_dtypes_its_entry_recorded(monk
     with pytest.raises(Stop):
         reproduce(committed, home=lfb_home, seeds=[0])
     assert seen[-1] == (None, "float32")
+
+
+def test_a_setting_the_entry_predates_reruns_at_the_value_the_method_declares_for_before_it(monkeypatch, lfb_home,
+                                                                                          tmp_path):
+    """A Config field added after an entry was written runs, in ``reproduce``, at the method's
+    ``introduced_settings`` value (what it did before the field existed) rather than at its preset's, with a note."""
+    from pathlib import Path
+
+    import largefedbench.run.eval as eval_module
+    from largefedbench.methods.dp_fedavg import DPFedAvg
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def fake_run_eval(request, **kwargs):
+        seen.append(dict(request.overrides))
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    committed = next(p for p in sorted(board.glob("demo/dp-fedavg/dp-fedavg--demo--tiny--eps1--??????????.json")))
+    data = json.loads(committed.read_text())
+    assert data["config"]["method"].pop("record_update_norms") is False  # as if written before the setting existed
+    path = save(tmp_path / "board", data, artifacts_from=committed.parent)
+    with pytest.raises(Stop):
+        reproduce(path, home=lfb_home, seeds=[0])
+    assert "record_update_norms" not in seen[-1]  # undeclared: the preset's value
+    monkeypatch.setattr(DPFedAvg, "introduced_settings", {"record_update_norms": True})
+    with pytest.raises(Stop):
+        reproduce(path, home=lfb_home, seeds=[0])
+    assert seen[-1]["record_update_norms"] in ("true", "True")
