@@ -106,6 +106,13 @@ def check_environment(entry: Entry) -> list[Finding]:
         out.append(error("environment", "environment.packages", "records no package versions", _RERUN))
     if not e.hardware:
         out.append(error("environment", "environment.hardware", "records no hardware", _RERUN))
+    # what models.precision.precision_record writes (not imported: validation reads entries without torch)
+    allowed = {"generation": ("bfloat16", "float32", "as loaded"), "training": ("bfloat16", "float32")}
+    if e.precision is not None and (set(e.precision) != set(allowed)
+                                    or any(e.precision[k] not in v for k, v in allowed.items())):
+        out.append(error("environment", "environment.precision", f"is {e.precision}; `lfb eval` writes "
+                         f"{{'generation': one of {allowed['generation']}, 'training': one of {allowed['training']}}}",
+                         _RERUN))
     return out
 
 

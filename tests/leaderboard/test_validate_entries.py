@@ -195,6 +195,8 @@ BROKEN = [
         ledgers=[{"format": "lfb-privacy-ledger/1", "events": []}], epsilon=0.0, epsilon_per_seed=[0.0]),
      "privacy-ledger", "privacy.ledgers[0]", "records no release"),
     ("bad-creation-time", lambda d, b: _set(d, "created_at", "yesterday"), "environment", "created_at", "ISO 8601"),
+    ("unknown-precision", lambda d, b: _set(d, "environment", {**d["environment"], "precision": {"generation": "fp8",
+     "training": "float32"}}), "environment", "environment.precision", "`lfb eval` writes"),
     ("duplicate-json-key", _duplicate_key, "json", "file", "duplicate key 'seeds'"),
     ("symlink-escaping-the-folder", _escaping_symlink, "file", "path", "leads outside"),
     ("not-json", _not_json, "json", "file", "not readable JSON"),

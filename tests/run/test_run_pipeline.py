@@ -88,15 +88,18 @@ def test_entries_are_typed_and_written_as_the_json_they_were_read_from():
 
 
 def test_an_entry_names_the_commit_of_each_seed_when_a_resumed_seed_ran_at_another(monkeypatch):
+    import torch
+
     from largefedbench import environment
     from largefedbench.run.entry import _environment
 
+    cpu = torch.device("cpu")
     monkeypatch.setattr(environment, "git_commit", lambda: "c" * 40)
     here = SeedResult(**{**STORED_BEFORE, "seed": 1}, made_with={"lfb_version": "0.3.0", "git_commit": "c" * 40})
-    assert _environment([here], "process").seed_commits is None  # every seed ran here: nothing to add
+    assert _environment([here], "process", cpu).seed_commits is None  # every seed ran here: nothing to add
     earlier = SeedResult(**STORED_BEFORE, made_with={"lfb_version": "0.3.0", "git_commit": "a" * 40})
     before_recorded = SeedResult(**{**STORED_BEFORE, "seed": 2})  # stored before seeds recorded their commit
-    env = _environment([earlier, here, before_recorded], "process")
+    env = _environment([earlier, here, before_recorded], "process", cpu)
     assert env.git_commit == "c" * 40
     assert env.seed_commits == {"0": "a" * 40, "1": "c" * 40, "2": None}
     assert SeedResult.from_json(earlier.to_json()).made_with == {"lfb_version": "0.3.0", "git_commit": "a" * 40}
