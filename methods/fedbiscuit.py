@@ -284,7 +284,7 @@ class SelectorTask:
         if dtype not in SELECTOR_DTYPES:
             raise ValueError(f"dtype={dtype!r}; choose one of {', '.join(SELECTOR_DTYPES)}")
         # bfloat16: the training forward's matrix products in bf16 (weights, gradients and AdamW state stay float32);
-        # scores (DPO labels, FedBiscuit's grouping) stay float32, where bf16 would round the logits to steps of 1/16
+        # scores (DPO labels, FedBiscuit's grouping) stay float32: bf16 would round logits of 11-19 to steps of 1/16-1/8
         self.train_autocast = dtype == "bfloat16"
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         pieces = tokenizer([TEMPLATE_A, TEMPLATE_B, TEMPLATE_END], add_special_tokens=False)["input_ids"]

@@ -22,8 +22,8 @@ import torch
 from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError
 
-__all__ = ["DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "forget_copies", "generation_dtype", "inference_copy", "precision_env",
-           "precision_record", "train_in_bf16"]
+__all__ = ["AS_LOADED", "DTYPES", "ENV_VAR", "TRAINING_ENV_VAR", "default_precision", "forget_copies",
+           "generation_dtype", "inference_copy", "precision_env", "precision_record", "train_in_bf16"]
 
 ENV_VAR = "LFB_GENERATION_DTYPE"
 TRAINING_ENV_VAR = "LFB_TRAINING_DTYPE"
@@ -61,22 +61,37 @@ def train_in_bf16() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
-AS_LOADED = "as loaded"  # generation_dtype None: the model samples in the dtype it was loaded in
+AS_LOADED = "as loaded"  # CUDA with generation_dtype None: the model samples in the dtype it was loaded in
 
 
 def precision_record(device: torch.device) -> dict[str, str]:
-    """What a run on ``device`` samples and trains in, as its entry records it (``environment.precision``)."""
+    """What a run on ``device`` samples and trains in (trl's DPO/SFT; a method's own settings are in its config), as
+    its entry records it (``environment.precision``). Every generator loads in float32 on a CPU."""
     dtype = generation_dtype(device)
+    if dtype is None and device.type == "cpu":
+        dtype = torch.float32
     names = {v: k for k, v in DTYPES.items()}
     return {"generation": names[dtype] if dtype is not None else AS_LOADED,
             "training": "bfloat16" if train_in_bf16() else "float32"}
 
 
-def precision_env(recorded: dict[str, str] | None) -> dict[str, str]:
+def precision_env(recorded: dict[str, str] | None) -> dict[str, str | None]:
     """The environment variables under which this machine samples and trains as ``recorded`` (an entry's
-    ``environment.precision``; None or "as loaded" pins nothing)."""
-    wanted = {ENV_VAR: (recorded or {}).get("generation"), TRAINING_ENV_VAR: (recorded or {}).get("training")}
-    return {var: name for var, name in wanted.items() if name in DTYPES}
+    ``environment.precision``): a dtype pins its variable, "as loaded" unsets it; None (an entry from before they were
+    recorded) pins nothing."""
+    if recorded is None:
+        return {}
+    wanted = {ENV_VAR: recorded.get("generation"), TRAINING_ENV_VAR: recorded.get("training")}
+    return {var: name if name in DTYPES else None for var, name in wanted.items()}
+
+
+def default_precision(device: torch.device) -> dict[str, str]:
+    """:func:`precision_record` with neither variable set: this machine's own choice."""
+    saved = {var: os.environ.pop(var, None) for var in (ENV_VAR, TRAINING_ENV_VAR)}
+    try:
+        return precision_record(device)
+    finally:
+        os.environ.update({var: value for var, value in saved.items() if value is not None})
 
 
 _copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (state key, dtype, its copy)

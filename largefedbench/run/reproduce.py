@@ -240,15 +240,24 @@ def _precision_as(entry: Entry, notes: list[str]):
     """Sample and train in the dtypes the entry recorded (``environment.precision``), whatever this machine's
     default or this shell's ``LFB_*_DTYPE``; restored afterwards. Worker processes start inside, so they inherit it."""
     from largefedbench.models.device import get_device
-    from largefedbench.models.precision import precision_env, precision_record
+    from largefedbench.models.precision import default_precision, precision_env
 
-    wanted = precision_env(entry.environment.precision)
-    here = precision_env(precision_record(get_device(None)))  # what this machine would run in, left to itself
-    changed = sorted(f"{var}={name}" for var, name in wanted.items() if here.get(var) != name)
-    if changed:
-        notes.append(f"sampled and trained in the entry's dtypes, not this machine's default: {', '.join(changed)}")
+    recorded = entry.environment.precision
+    if recorded is None:
+        notes.append("the entry records no dtypes (written before they were recorded): sampled and trained in this "
+                     "machine's, or this shell's LFB_GENERATION_DTYPE / LFB_TRAINING_DTYPE")
+    wanted = precision_env(recorded)
+    here = default_precision(get_device(None))
+    differs = sorted(f"{key} {value} (here: {here[key]})" for key, value in (recorded or {}).items()
+                     if here.get(key) != value)
+    if differs:
+        notes.append(f"sampled and trained in the entry's dtypes, not this machine's default: {', '.join(differs)}")
     before = {var: os.environ.get(var) for var in wanted}
-    os.environ.update(wanted)
+    for var, name in wanted.items():
+        if name is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = name
     try:
         yield
     finally:

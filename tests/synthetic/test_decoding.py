@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -92,6 +94,30 @@ def test_the_generation_dtype_follows_the_hardware_and_the_environment(monkeypat
     monkeypatch.setenv(ENV_VAR, "fp8")
     with pytest.raises(InputError, match="LFB_GENERATION_DTYPE='fp8'; choose one of float32, bfloat16"):
         generation_dtype(torch.device("cpu"))
+
+
+def test_an_entrys_precision_record_names_what_ran_and_what_pins_it_again(monkeypatch):
+    """``precision_record`` is what an entry records: float32 on a CPU without bf16 (every generator loads in float32
+    there), "as loaded" only on CUDA; ``default_precision`` ignores the shell; ``precision_env`` pins a recorded dtype,
+    unsets "as loaded" and leaves an unrecorded entry alone."""
+    from largefedbench.models.precision import TRAINING_ENV_VAR, default_precision, precision_env, precision_record
+
+    cpu = torch.device("cpu")
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv(TRAINING_ENV_VAR, raising=False)
+    monkeypatch.setattr("largefedbench.models.precision.cpu_bf16", lambda: None)
+    assert precision_record(cpu) == {"generation": "float32", "training": "float32"}
+    monkeypatch.setattr("largefedbench.models.precision.cpu_bf16", lambda: "avx512_bf16")
+    assert precision_record(cpu)["generation"] == "bfloat16"
+    assert precision_record(torch.device("cuda"))["generation"] == "as loaded"
+    monkeypatch.setenv(ENV_VAR, "float32")
+    monkeypatch.setenv(TRAINING_ENV_VAR, "bfloat16")
+    assert precision_record(cpu) == {"generation": "float32", "training": "bfloat16"}
+    assert default_precision(cpu) == {"generation": "bfloat16", "training": "float32"}
+    assert os.environ[ENV_VAR] == "float32" and os.environ[TRAINING_ENV_VAR] == "bfloat16"  # put back
+    pins = precision_env({"generation": "as loaded", "training": "float32"})
+    assert pins == {ENV_VAR: None, TRAINING_ENV_VAR: "float32"}
+    assert precision_env(None) == {}
 
 
 def test_sampling_in_bf16_is_seeded_and_close_to_float32(tiny):
