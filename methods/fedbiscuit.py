@@ -159,7 +159,7 @@ class FedBisConfig:
         """The ``cpu`` profile: 10 rounds at rate 0.05 (~77 clients) with 2 local steps on 8 pairs each, a 256-pair
         pool, selectors trained in bf16 autocast (a local step 1.4–1.5× faster on one thread, docs/speed.md), DPO
         on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches
-        of 4: 8 steps an epoch, as POPri's cpu round; with 4× POPri's steps a round its generator overshot,
+        of 4: 8 steps an epoch, as POPri's cpu epoch; with 4× POPri's steps a round its generator overshot,
         docs/profiles.md), 1,024 samples."""
         return cls(**_CPU)
 
