@@ -121,12 +121,17 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     from largefedbench.registry import get_method
     from largefedbench.run.eval import prepare, shipped_public_model
 
-    retired = getattr(get_method(entry.method.name), "retired_settings", {})
+    method_cls = get_method(entry.method.name)
+    retired = getattr(method_cls, "retired_settings", {})
     gone = sorted(k for k in entry.config.method if k in retired)
     for k in gone:
         notes.append(f"the entry's setting {k}={entry.config.method[k]!r} is retired ({retired[k]}); re-run without it")
     wanted = {k: v for k, v in entry.config.method.items() if k not in retired}
     overrides = {k: v for k, v in entry.config.overrides.items() if k not in retired}
+    # settings added since the entry: the value the method declares as its behaviour before them, else the preset's,
+    # taken to be what the entry's version did (the comparison of the numbers checks it)
+    introduced = getattr(method_cls, "introduced_settings", {})
+    overrides.update({k: _as_override(v) for k, v in introduced.items() if k not in entry.config.method})
     request = _request(entry, out, home, progress, overrides, seeds)
     prep = prepare(request)
     moved = {k: v for k, v in wanted.items() if config_to_dict(prep.config).get(k) != v}
@@ -141,15 +146,6 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
         raise InputError(f"cannot rebuild the entry's method config {wanted} with this version of "
                          f"{entry.method.name!r} (got {got})")
     newer = {k: v for k, v in got.items() if k not in wanted}
-    # settings added since the entry: the value the method declares as its behaviour before them, else the preset's,
-    # taken to be what the entry's version did (the comparison of the numbers checks it)
-    introduced = getattr(prep.method_cls, "introduced_settings", {})
-    before = {k: v for k, v in introduced.items() if k in newer and newer[k] != v}
-    if before:
-        overrides.update({k: _as_override(v) for k, v in before.items()})
-        request = _request(entry, out, home, progress, overrides, seeds)
-        prep = prepare(request)
-        newer = {k: v for k, v in config_to_dict(prep.config).items() if k not in wanted}
     if newer:
         notes.append(f"the method has settings the entry predates, run at the values before them (else the "
                      f"{entry.config.preset} preset's): "
