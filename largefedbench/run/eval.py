@@ -52,7 +52,7 @@ class EvalRequest:
     dataset: str | None = None  # default: default_dataset(profile), an offline demo snapshot
     epsilon: float | None = None
     delta: float | None = None
-    profile: str = "tiny"
+    profile: Any = "tiny"  # a profile's name; reproduce passes a ModelProfile to rebuild an entry's older settings
     seeds: tuple[int, ...] = (0, 1, 2)
     overrides: dict[str, str] = field(default_factory=dict)
     preset: str | None = None  # "paper" | "cpu" | "tiny"; default: the profile's own (ModelProfile.preset)

@@ -96,8 +96,27 @@ def _as_override(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _entry_profile(entry: Entry, notes: list[str]) -> Any:
+    """The entry's profile by name, or, where the profile's own downstream model has changed since the entry (e.g.
+    more pretraining steps), the profile with the downstream model the entry recorded: its ε = 0 model, which every
+    reference and method of the entry starts from, is then built as it was (cached apart, under its settings)."""
+    from largefedbench.models import get_profile
+
+    profile = get_profile(entry.config.profile)
+    recorded = (entry.profile.get("downstream") or {}).get("config")
+    if not recorded or not dataclasses.is_dataclass(profile.downstream):
+        return entry.config.profile
+    now = dataclasses.asdict(profile.downstream)
+    moved = {k: v for k, v in recorded.items() if k in now and now[k] != v}
+    if not moved:
+        return entry.config.profile
+    notes.append(f"the {profile.name} profile's downstream model changed since the entry; built the ε = 0 model with "
+                 "the entry's " + ", ".join(f"{k}={v!r} (now {now[k]!r})" for k, v in sorted(moved.items())))
+    return dataclasses.replace(profile, downstream=dataclasses.replace(profile.downstream, **moved))
+
+
 def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str],
-             seeds: tuple[int, ...]):
+             seeds: tuple[int, ...], profile: Any = None):
     from largefedbench.registry import get_method
     from largefedbench.run.eval import EvalRequest
 
@@ -105,7 +124,7 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
     fixed = getattr(cls, "fixed_epsilon", None) is not None
     return EvalRequest(method=entry.method.name, dataset=entry.dataset.snapshot,
                        epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
-                       delta=entry.privacy.delta, profile=entry.config.profile, seeds=seeds,
+                       delta=entry.privacy.delta, profile=profile or entry.config.profile, seeds=seeds,
                        overrides=overrides, preset=entry.config.preset, out=out, home=home, progress=progress,
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
@@ -132,14 +151,15 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     # taken to be what the entry's version did (the comparison of the numbers checks it)
     introduced = getattr(method_cls, "introduced_settings", {})
     overrides.update({k: _as_override(v) for k, v in introduced.items() if k not in entry.config.method})
-    request = _request(entry, out, home, progress, overrides, seeds)
+    profile = _entry_profile(entry, notes)
+    request = _request(entry, out, home, progress, overrides, seeds, profile)
     prep = prepare(request)
     moved = {k: v for k, v in wanted.items() if config_to_dict(prep.config).get(k) != v}
     if moved:
         notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
                      f"{', '.join(sorted(moved))} from the entry's resolved config")
         overrides.update({k: _as_override(v) for k, v in moved.items()})
-        request = _request(entry, out, home, progress, overrides, seeds)
+        request = _request(entry, out, home, progress, overrides, seeds, profile)
         prep = prepare(request)
     got = config_to_dict(prep.config)
     if {k: v for k, v in got.items() if k in wanted} != wanted or set(wanted) - set(got):
