@@ -155,12 +155,14 @@ def _declared_budget(epsilon: float, delta: float) -> PrivacyBudget:
     return PrivacyBudget(epsilon, check_delta(delta, name="--delta", example=DEFAULT_DELTA))
 
 
-def default_dataset(profile: str) -> str:
-    """The offline snapshot a profile runs on when no dataset is named: ``demo-prose`` (text a real LLM can write)
-    for the profiles whose generator is a real LLM on the CPU; the templated ``demo`` otherwise (an unknown profile
-    name is reported later, by :func:`prepare`)."""
+def default_dataset(profile: Any) -> str:
+    """The offline snapshot a profile (a name or a ``ModelProfile``) runs on when no dataset is named: ``demo-prose``
+    (text a real LLM can write) for the profiles whose generator is a real LLM on the CPU; the templated ``demo``
+    otherwise (an unknown profile name is reported later, by :func:`prepare`)."""
     from largefedbench.models.profiles import PROFILES
 
+    if not isinstance(profile, str):
+        return profile.default_dataset
     return PROFILES[profile].default_dataset if profile in PROFILES else "demo"
 
 

@@ -103,11 +103,20 @@ def _entry_profile(entry: Entry, notes: list[str]) -> Any:
     from largefedbench.models import get_profile
 
     profile = get_profile(entry.config.profile)
-    recorded = (entry.profile.get("downstream") or {}).get("config")
-    if not recorded or not dataclasses.is_dataclass(profile.downstream):
+    downstream = entry.profile.get("downstream") or {}
+    recorded = downstream.get("config")
+    # a shipped checkpoint is installed, never rebuilt: its entries stay with the name (and its weights check)
+    if not recorded or (downstream.get("pretraining") or {}).get("shipped") or not dataclasses.is_dataclass(profile.downstream):
         return entry.config.profile
+    fields = {f.name: f for f in dataclasses.fields(profile.downstream)}
     now = dataclasses.asdict(profile.downstream)
-    moved = {k: v for k, v in recorded.items() if k in now and now[k] != v}
+    # a setting added since the entry: its field default, the behaviour before it existed
+    wanted = {k: recorded[k] if k in recorded else f.default for k, f in fields.items()
+              if k in recorded or f.default is not dataclasses.MISSING}
+    moved = {k: v for k, v in wanted.items() if now[k] != v}
+    gone = sorted(set(recorded) - set(fields))
+    if gone:
+        notes.append(f"the entry's downstream settings {', '.join(gone)} no longer exist; rebuilt without them")
     if not moved:
         return entry.config.profile
     notes.append(f"the {profile.name} profile's downstream model changed since the entry; built the ε = 0 model with "

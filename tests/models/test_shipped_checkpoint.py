@@ -3,6 +3,7 @@ on a CPU with other kernels (AMX or not) or another thread count, and every entr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -13,7 +14,7 @@ from largefedbench.data.public_corpus import load_public_corpus
 from largefedbench.errors import InputError
 from largefedbench.models.identity import n_params
 from largefedbench.models.profiles import CPU, CPU_WIDE
-from largefedbench.models.tiny import load_tiny_lm, prepare_tiny_models, shipped_downstream
+from largefedbench.models.tiny import load_tiny_lm, prepare_tiny_models, shipped_downstream, tiny_fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +108,8 @@ def test_entries_on_the_shipped_weights_the_split_or_a_wider_model_are_not_refus
     from largefedbench.leaderboard.files import EntryFile, board_of
     from largefedbench.leaderboard.validate import validate_entry_file
     from largefedbench.models import get_profile
-    from largefedbench.run.eval import shipped_public_model
-    from largefedbench.run.reproduce import _prepare
+    from largefedbench.run.eval import prepare, shipped_public_model
+    from largefedbench.run.reproduce import _entry_profile, _prepare
 
     _, _, home = prose
     ours = shipped_public_model(CPU, "generic")
@@ -134,3 +135,22 @@ def test_entries_on_the_shipped_weights_the_split_or_a_wider_model_are_not_refus
         # with the 1,200 they recorded (today's profile gave it other weights: public top-1 0.1958, not 0.2109)
         assert profile.downstream.pretrain_steps == entry.profile["downstream"]["config"]["pretrain_steps"], path.name
         assert any("pretrain_steps=1200 (now 3600)" in n for n in notes) == (group == "split"), (group, notes)
+        if group == "split":  # its own model cache and run folder, never today's 3,600-step model or seeds
+            prep, today = prepare(request), prepare(dataclasses.replace(request, profile=entry.config.profile))
+            assert prep.run_id != today.run_id and prep.entry_id == today.entry_id == entry.entry_id
+            assert tiny_fingerprint(prep.profile) != tiny_fingerprint(today.profile)
+    # a shipped checkpoint is installed, not rebuilt: were the profile's settings to move, the entry keeps the name
+    # (so reproduce refuses other weights rather than pretraining for hours toward weights that cannot match)
+    shipped = validate_entry_file(EntryFile(picks["shipped"], board_of(picks["shipped"]))).entry
+    moved = shipped.model_copy(update={"profile": {**shipped.profile, "downstream": {
+        **shipped.profile["downstream"], "config": {**shipped.profile["downstream"]["config"], "pretrain_steps": 1}}}})
+    assert _entry_profile(moved, []) == "cpu"
+    # a setting the entry predates is rebuilt at its field default (the behaviour before it); a retired one is noted
+    split = validate_entry_file(EntryFile(picks["split"], board_of(picks["split"]))).entry
+    config = {k: v for k, v in split.profile["downstream"]["config"].items() if k != "pretrain_schedule"}
+    older = split.model_copy(update={"profile": {**split.profile, "downstream": {
+        **split.profile["downstream"], "config": {**config, "old_knob": 1}}}})
+    notes = []
+    assert _entry_profile(older, notes).downstream.pretrain_schedule == "constant"
+    assert any("old_knob" in n and "no longer exist" in n for n in notes), notes
+    assert any("pretrain_schedule='constant' (now 'cosine')" in n for n in notes), notes
