@@ -205,8 +205,10 @@ class FedBiscuitConfig(FedBisConfig):
 
     @classmethod
     def cpu(cls) -> FedBiscuitConfig:
-        """FedBis's cpu settings with U = 3, one warm-up round each and regrouping every 3 of the 9 clustered rounds."""
-        return cls(**{**_CPU, "rounds": 12}, warmup_rounds=1, regroup_every=3)
+        """FedBis's cpu settings, its 10 rounds included: the paper gives both methods the same 500 rounds, the
+        warm-up counted in them (App. B.2). U = 3, one warm-up round each (3 of 10, as the paper's 150 of 500), then
+        regrouping every 3 of the 7 clustered rounds (3 groupings; the paper's τ = 50 regroups 7 times)."""
+        return cls(**_CPU, warmup_rounds=1, regroup_every=3)
 
     def schedule(self) -> list[tuple[str, int]]:
         """The rounds in order: ("warmup", u) T times per selector, then ("group", k) every τ clustered rounds

@@ -246,6 +246,15 @@ def test_the_cpu_presets_dpo_takes_popris_cpu_steps_an_epoch():
     assert FedBiscuitConfig.cpu().dpo_gradient_accumulation == fedbis.dpo_gradient_accumulation
 
 
+def test_the_cpu_presets_give_fedbis_and_fedbiscuit_the_same_rounds_as_the_paper():
+    """App. B.2: FedBiscuit's warm-up rounds count in the same total as FedBis's rounds (500 each in the paper)."""
+    biscuit = FedBiscuitConfig.cpu()
+    assert biscuit.rounds == FedBisConfig.cpu().rounds == 10
+    steps = biscuit.schedule()
+    assert sum(k == "warmup" for k, _ in steps) == 3 and sum(k == "train" for k, _ in steps) == 7
+    assert [i for k, i in steps if k == "group"] == [0, 1, 2]
+
+
 def test_paper_schedule_and_plan_follow_algorithm_1():
     cfg = FedBiscuitConfig()
     steps = cfg.schedule()
