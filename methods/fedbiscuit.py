@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any, Literal
 
@@ -70,14 +70,15 @@ from largefedbench.fedtrain.generator import lora_generator, require_private_bud
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import cohort_fields
+from largefedbench.rounds import cohort_fields, record_unreleased, unreleased_path
 from largefedbench.synthetic.dpo import dpo_update
-from largefedbench.synthetic.generation import generate, generate_flat, seed_for
-from largefedbench.synthetic.prompts import build_prompts, public_examples
+from largefedbench.synthetic.generation import seed_for
+from largefedbench.synthetic.generator_rounds import Batch, final_set, sample_batch
+from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
-__all__ = ["DEVIATIONS", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask",
-           "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step",
+__all__ = ["DEVIATIONS", "AgreementTally", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool",
+           "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step",
            "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
@@ -102,7 +103,7 @@ CHOICES = (" A", " B")
 
 # -- configs ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FedBisConfig:
+class FedBisConfig(SamplingSettings):
     """Defaults from Wu et al. (ICLR 2025), App. B.1 Table 3 (summarisation) and §6 "Implementation".
 
     Selector training: 500 rounds, participation 5/53 (a Poisson rate here), 30 local iterations, batch 32, AdamW
@@ -110,6 +111,15 @@ class FedBisConfig:
     completions per prompt (also 4, Table 2). RLFT: DPO with β 0.1 (the reference's ``reward_coeff``), lr 1e-6, batch
     32, 3 epochs (§6; Table 3 says 5). Ours: the clip, the candidate-pair pool and each client's share of it, the
     selector's candidate truncation, the number of DPO prompts and of final samples.
+
+    Prompts and sampling are :class:`~largefedbench.synthetic.prompts.SamplingSettings`: the candidate pairs, the DPO
+    pairs and the final set use its prompts (``prompt_format``, ``examples_per_prompt``, ``instruction``) and
+    ``max_new_tokens``; the pairs are sampled at ``pair_temperature``, the final set at ``temperature`` and ``top_p``,
+    through :func:`~largefedbench.synthetic.generator_rounds.final_set` (the generator-only row's streams and seeds).
+    ``selector_layers`` > 0 puts the selector's LoRA in the top that many decoder layers only (0: every layer).
+    ``record_agreement`` writes, per round, the share of the cohort clients' own validation pairs on which the
+    broadcast selector agrees with the client (before its local training) to the run folder's unreleased
+    diagnostics — raw, never in the entry, local executor only.
     """
 
     rounds: int = 500
@@ -126,9 +136,7 @@ class FedBisConfig:
     pairs_per_client: int = 32
     validation_pairs: int = 8
     candidate_tokens: int = 64
-    examples_per_prompt: int = 3
     pair_temperature: float = 0.7
-    max_new_tokens: int = 64
     n_dpo_prompts: int = 4096
     n_completions: int = 2
     dpo_beta: float = 0.1
@@ -137,12 +145,15 @@ class FedBisConfig:
     dpo_batch_size: int = 32
     dpo_gradient_accumulation: int = 1
     n_synthetic: int = 100_000
-    synthetic_temperature: float = 1.0
-    generation_batch_size: int = 64
     selector_batch_size: int = 64
     selector_dtype: Literal["float32", "bfloat16"] = "float32"
+    selector_layers: int = 0
+    record_agreement: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.selector_layers < 0:
+            raise InputError(f"selector_layers={self.selector_layers} must be >= 0 (0: a LoRA in every layer)")
         if self.dpo_batch_size < 1 or self.dpo_gradient_accumulation < 1:
             raise InputError("dpo_batch_size and dpo_gradient_accumulation must be at least 1")
         if self.selector_dtype not in SELECTOR_DTYPES:
@@ -156,11 +167,16 @@ class FedBisConfig:
 
     @classmethod
     def cpu(cls) -> FedBisConfig:
-        """The ``cpu`` profile: 10 rounds at rate 0.05 (~77 clients) with 2 local steps on 8 pairs each, a 256-pair
-        pool, selectors trained in bf16 autocast (a local step 1.4–1.5× faster on one thread, docs/speed.md), DPO
-        on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches
-        of 4: 8 steps an epoch, as POPri's cpu epoch; with 4× POPri's steps a round its generator overshot,
-        docs/profiles.md), 1,024 samples."""
+        """The ``cpu`` profile (issue 25): 2 rounds at rate 0.5 (~775 clients a round) with 2 local AdamW steps
+        (lr 2e-3) on 8 pairs each, the selector's LoRA (r 4) in the top 4 of SmolLM2's 30 layers (163k weights), a
+        1,024-pair pool. The noise of the released mean is then 0.48 of the clip bound over the two rounds (σ·√d /
+        M / √T); the preset before (10 rounds at rate 0.05, ~77 clients, the LoRA in every layer: 1.2M weights) had
+        3.6 — per round 11× the largest signal a cohort can send, and its DPO did not move the generator
+        (docs/profiles.md). Prompts and sampling are POPri's cpu preset's (one open request in the chat template, 48
+        new tokens, final set at temperature 0.8, top-p 0.95), so the generator-only row is FedBis's own no-signal
+        row. DPO on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated
+        micro-batches of 4: 8 steps an epoch, as POPri's cpu epoch), selectors trained in bf16 autocast, 1,024
+        samples."""
         return cls(**_CPU)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
@@ -205,10 +221,10 @@ class FedBiscuitConfig(FedBisConfig):
 
     @classmethod
     def cpu(cls) -> FedBiscuitConfig:
-        """FedBis's cpu settings, its 10 rounds included: the paper gives both methods the same 500 rounds, the
-        warm-up counted in them (App. B.2). U = 3, one warm-up round each (3 of 10, as the paper's 150 of 500), then
-        regrouping every 3 of the 7 clustered rounds (3 groupings; the paper's τ = 50 regroups 7 times)."""
-        return cls(**_CPU, warmup_rounds=1, regroup_every=3)
+        """FedBis's cpu settings on U = 3 selectors: one warm-up round each, then one grouping and 2 clustered
+        rounds (5 selector rounds, the warm-up counted in them as App. B.2), at rate 0.25 (~387 clients a round):
+        about 1.25× FedBis's client updates, and each selector's warm-up cohort a quarter of the clients."""
+        return cls(**{**_CPU, "rounds": 5, "sample_rate": 0.25}, warmup_rounds=1, regroup_every=2)
 
     def schedule(self) -> list[tuple[str, int]]:
         """The rounds in order: ("warmup", u) T times per selector, then ("group", k) every τ clustered rounds
@@ -230,11 +246,11 @@ _TINY: dict[str, Any] = {
 }
 
 _CPU: dict[str, Any] = {
-    "rounds": 10, "sample_rate": 0.05, "local_steps": 2, "local_batch_size": 8, "client_lr": 5e-4, "lora_rank": 4,
-    "lora_alpha": 8, "pool_pairs": 256, "pairs_per_client": 8, "validation_pairs": 2, "candidate_tokens": 48,
-    "examples_per_prompt": 2, "max_new_tokens": 48, "n_dpo_prompts": 64, "n_completions": 3, "dpo_lr": 5e-4,
-    "dpo_epochs": 2, "dpo_batch_size": 4, "dpo_gradient_accumulation": 6,
-    "n_synthetic": 1024, "generation_batch_size": 48, "selector_dtype": "bfloat16",
+    "rounds": 2, "sample_rate": 0.5, "local_steps": 2, "local_batch_size": 8, "client_lr": 2e-3, "lora_rank": 4,
+    "lora_alpha": 8, "selector_layers": 4, "pool_pairs": 1024, "pairs_per_client": 8, "validation_pairs": 2,
+    "candidate_tokens": 48, "prompt_format": "instruction", "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95,
+    "n_dpo_prompts": 64, "n_completions": 3, "dpo_lr": 5e-4, "dpo_epochs": 2, "dpo_batch_size": 4,
+    "dpo_gradient_accumulation": 6, "n_synthetic": 1024, "generation_batch_size": 48, "selector_dtype": "bfloat16",
 }
 
 # -- the public pair pool and each client's preferences ------------------------------------------------------
@@ -368,6 +384,7 @@ class SelectorUpdate:
     train_pairs: int
     n_pairs: int  # train + validation pairs per client
     seed: int
+    tally: AgreementTally | None = None  # the unreleased agreement diagnostic (``record_agreement``)
 
     def __call__(self, chunk) -> torch.Tensor:
         d = self.adapter.numel
@@ -383,10 +400,31 @@ class SelectorUpdate:
             if not len(rows):
                 continue
             self.adapter.set(self.weights[u])
+            if self.tally is not None:
+                self.tally.add(self.task, model, pairs[rows, k:], labels[rows, k:])
             clients = [self.task.examples(pairs[i, :k], labels[i, :k]) for i in rows]
             out[rows, slot * d : (slot + 1) * d] = local_updates(
                 self.adapter, clients, lambda batch: self.task.loss(model, batch), self.settings.local, [rngs[i] for i in rows])
         return out
+
+
+class AgreementTally:
+    """How often the broadcast selector agrees with the cohort clients on their own validation pairs (never trained
+    on), summed inside the client function before local training: an aggregate, not differentially private (an
+    unreleased diagnostic), and only filled on the ``local`` executor (a Ray worker fills its own copy)."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size, self.agree, self.pairs, self.clients = int(batch_size), 0, 0, 0
+
+    def add(self, task: SelectorTask, model, pairs: np.ndarray, labels: np.ndarray) -> None:
+        prefers_a = task.prefers_a(model, pairs.reshape(-1), self.batch_size) > 0
+        self.agree += int((prefers_a == (labels.reshape(-1) == 0)).sum())
+        self.pairs += int(labels.size)
+        self.clients += len(labels)
+
+    def summary(self) -> dict[str, float]:
+        return {"selector_agreement_on_own_validation_pairs": self.agree / self.pairs if self.pairs else float("nan"),
+                "validation_pairs": self.pairs}
 
 
 def majority_vote(scores: np.ndarray) -> np.ndarray:
@@ -500,82 +538,73 @@ class FedBis(Method):
         tok = public.models.generator_tokenizer
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
         generator = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+        if cfg.record_agreement:
+            unreleased_path(public)  # fails now, not after the first round, if the run has no folder
 
         pool = self._pair_pool(generator, tok, examples, cfg, public)
         if len(pool) < cfg.pairs_per_client + cfg.validation_pairs:
             raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
                               f"{cfg.pairs_per_client + cfg.validation_pairs}; raise pool_pairs or lower pairs_per_client")
         task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens, cfg.selector_dtype)
-        selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
+        selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                                  top_layers=cfg.selector_layers)
         run = _SelectorTraining(self, fed, public, cfg, pool, task, FlatParams(selector), sigma, sigma_g)
         run.train()
 
         dpo, labels_info = self._rlhf(generator, tok, examples, cfg, public, run)
-        texts, attempts = self._synthetic_set(generator, tok, examples, cfg, public)
+        texts, _ = final_set(generator, tok, examples, cfg, public, cfg.n_synthetic)
         info = {
             "noise_multiplier": sigma, "sample_rate": cfg.sample_rate, "rounds": cfg.rounds, "clip": cfg.clip,
             "selectors": self.n_selectors(cfg), "grouping_noise_multiplier": sigma_g or None,
-            "pool_pairs": len(pool), "dpo": dpo, **labels_info, "synthetic_draws": attempts, "deviations": list(DEVIATIONS),
+            "pool_pairs": len(pool), "dpo": dpo, **labels_info, "deviations": list(DEVIATIONS),
         }
         dpo_row = {"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}
         return Artifact.synthetic(texts, **info, history=run.history + [dpo_row])
 
     # -- pieces --------------------------------------------------------------------------------------------
     @staticmethod
-    def _completions(generator, tok, examples, cfg, public, n_prompts: int, stream: int) -> tuple[list[str], list[list[str]]]:
-        prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream))
-        outs = generate(generator, tok, prompts, n_per_prompt=cfg.n_completions, max_new_tokens=cfg.max_new_tokens,
-                        temperature=cfg.pair_temperature, batch_size=cfg.generation_batch_size,
-                        seed=seed_for(public.seed, stream), progress=public.progress, desc="candidate pairs")
-        return prompts, outs
+    def _completions(generator, tok, examples, cfg, public, n_prompts: int, stream: int) -> Batch:
+        """``n_completions`` samples of each of ``n_prompts`` fresh prompts at ``pair_temperature``, prompt-major."""
+        return sample_batch(generator, tok, examples, replace(cfg, temperature=cfg.pair_temperature), public, n_prompts,
+                            cfg.n_completions, stream)
 
-    def _synthetic_set(self, generator, tok, examples, cfg, public, max_draws: int = 4) -> tuple[list[str], int]:
-        """``n_synthetic`` non-empty samples from the DPO'd generator, one per fresh public prompt; empty completions
-        are replaced by new draws (at most ``max_draws`` passes). Returns the texts and the number of passes."""
-        texts: list[str] = []
-        draws = 0
-        while len(texts) < cfg.n_synthetic and draws < max_draws:
-            missing = cfg.n_synthetic - len(texts)
-            prompts = build_prompts(examples, missing, examples_per_prompt=cfg.examples_per_prompt,
-                                    rng=public.rng(0xF1 + draws))
-            out = generate_flat(generator, tok, prompts, max_new_tokens=cfg.max_new_tokens,
-                                temperature=cfg.synthetic_temperature, batch_size=cfg.generation_batch_size,
-                                seed=seed_for(public.seed, 0xF1, draws), progress=public.progress,
-                                desc=f"{self.name}: synthetic set")
-            texts += [t for t in out if t.strip()]
-            draws += 1
-        return texts, draws
+    @staticmethod
+    def _pairs(batch: Batch, n: int) -> list[tuple[int, int]]:
+        """All C(n, 2) pairs of each prompt's samples (indices into ``batch``), distinct non-empty texts only."""
+        texts = batch.texts
+        return [(i, j) for p in range(len(batch.prompts)) for i, j in combinations(range(p * n, (p + 1) * n), 2)
+                if texts[i].strip() and texts[j].strip() and texts[i] != texts[j]]
 
     def _pair_pool(self, generator, tok, examples, cfg, public) -> PairPool:
         """Public candidate pairs from the public generator (all C(n, 2) pairs per prompt, distinct non-empty texts)."""
         per_prompt = math.comb(cfg.n_completions, 2)
-        _, outs = self._completions(generator, tok, examples, cfg, public, math.ceil(cfg.pool_pairs / per_prompt), 0xB1)
-        pairs = [(x, y) for group in outs for x, y in combinations(group, 2) if x.strip() and y.strip() and x != y]
-        pairs = pairs[: cfg.pool_pairs]
-        a, b = [x for x, _ in pairs], [y for _, y in pairs]
+        batch = self._completions(generator, tok, examples, cfg, public, math.ceil(cfg.pool_pairs / per_prompt), 0xB1)
+        pairs = self._pairs(batch, cfg.n_completions)[: cfg.pool_pairs]
+        a, b = [batch.texts[i] for i, _ in pairs], [batch.texts[j] for _, j in pairs]
         emb = embed(a + b, public.models.embedder)
         return PairPool(a, b, emb[: len(a)], emb[len(a):])
 
     def _rlhf(self, generator, tok, examples, cfg, public, run: _SelectorTraining):
-        """Phase 2: label fresh generator pairs by the selectors' majority vote and DPO the generator on them."""
-        prompts, outs = self._completions(generator, tok, examples, cfg, public, cfg.n_dpo_prompts, 0xD0)
-        items = [(p, x, y) for p, group in zip(prompts, outs) for x, y in combinations(group, 2)
-                 if x.strip() and y.strip() and x != y]
-        if not items:
+        """Phase 2: label fresh generator pairs by the selectors' majority vote and DPO the generator on them (on the
+        raw continuations, as POPri: prompt + raw text re-tokenises as the generator wrote it)."""
+        batch = self._completions(generator, tok, examples, cfg, public, cfg.n_dpo_prompts, 0xD0)
+        pairs = self._pairs(batch, cfg.n_completions)
+        if not pairs:
             return {"n_pairs": 0}, {"dpo_pairs": 0}
-        fresh = SelectorTask(tok, [x for _, x, _ in items], [y for _, _, y in items], cfg.candidate_tokens,
-                             cfg.selector_dtype)
+        fresh = SelectorTask(tok, [batch.texts[i] for i, _ in pairs], [batch.texts[j] for _, j in pairs],
+                             cfg.candidate_tokens, cfg.selector_dtype)
         scores = np.stack([run.scores(fresh, u) for u in range(run.n_sel)])
         prefer_a = majority_vote(scores)
-        chosen = [x if pa else y for (_, x, y), pa in zip(items, prefer_a)]
-        rejected = [y if pa else x for (_, x, y), pa in zip(items, prefer_a)]
-        metrics = dpo_update(generator, tok, [p for p, _, _ in items], chosen, rejected, beta=cfg.dpo_beta, lr=cfg.dpo_lr,
-                             epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
+        chosen = [i if pa else j for (i, j), pa in zip(pairs, prefer_a)]
+        rejected = [j if pa else i for (i, j), pa in zip(pairs, prefer_a)]
+        metrics = dpo_update(generator, tok, [batch.prompts[i // cfg.n_completions] for i, _ in pairs],
+                             [batch.raw[i] for i in chosen], [batch.raw[j] for j in rejected], beta=cfg.dpo_beta,
+                             lr=cfg.dpo_lr, epochs=cfg.dpo_epochs, batch_size=cfg.dpo_batch_size,
                              gradient_accumulation_steps=cfg.dpo_gradient_accumulation, seed=seed_for(public.seed, 0xD1),
                              progress=public.progress)
         agreement = float(np.mean([np.mean((scores[u] > 0) == prefer_a) for u in range(run.n_sel)]))
-        words = np.mean([len(c.split()) for c in chosen]), np.mean([len(r.split()) for r in rejected])
-        return metrics, {"dpo_pairs": len(items), "dpo_first_preferred": round(float(prefer_a.mean()), 4),
+        words = [np.mean([len(batch.texts[i].split()) for i in side]) for side in (chosen, rejected)]
+        return metrics, {"dpo_pairs": len(pairs), "dpo_first_preferred": round(float(prefer_a.mean()), 4),
                          "selector_agreement_with_majority": round(agreement, 4),
                          "chosen_mean_words": round(float(words[0]), 2), "rejected_mean_words": round(float(words[1]), 2)}
 
@@ -654,6 +683,7 @@ class _SelectorTraining(Server):
 
     def step(self, noisy, release: Release) -> dict[str, Any]:
         kind, index = self.current
+        self._record_agreement(release)
         if kind == "group":  # the reference's balanced grouping on the noisy rankings, in a public shuffled order
             shuffle = np.random.default_rng(np.random.SeedSequence([self.public.seed, 0xC015, index]))
             order = shuffle.permutation(len(release.cohort))  # public: the reference's random.shuffle of the clients
@@ -672,6 +702,16 @@ class _SelectorTraining(Server):
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self.state.weights, "group": self.state.group, "sizes": self.state.sizes}
 
+    def _record_agreement(self, release: Release) -> None:
+        """After a selector round's release: its agreement tally to the run folder's unreleased file."""
+        tally = getattr(release.client_fn, "tally", None)
+        if tally is None:
+            return
+        if tally.clients != len(release.cohort):
+            raise InputError("record_agreement needs the local executor: the raw agreement is a diagnostic kept in "
+                             "this process and never leaves a Ray worker; turn it off or use --executor local")
+        record_unreleased(self.public, int(release.cohort.round), {"phase": self.current[0], **tally.summary()})
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state = SelectorState(**state)
 
@@ -686,7 +726,8 @@ class _SelectorTraining(Server):
         selector_of = {c: index if single else int(self.state.group[p]) for c, p in position.items()}
         update = SelectorUpdate(self.adapter, self.task, self.pool, self.settings, list(self.state.weights),
                                 [index] if single else list(range(self.n_sel)), selector_of, position,
-                                cfg.pairs_per_client, self.pairs_total, self.public.seed)
+                                cfg.pairs_per_client, self.pairs_total, self.public.seed,
+                                AgreementTally(cfg.selector_batch_size) if cfg.record_agreement else None)
         width = len(update.slots) * self.adapter.numel
         # what every client downloads: the selectors it may train and the public pool's embeddings
         broadcast = ([update.weights[u] for u in update.slots], (self.pool.emb_a, self.pool.emb_b))

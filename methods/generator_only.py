@@ -14,13 +14,8 @@ from dataclasses import dataclass
 
 from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.methods.popri import POPriConfig
-from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
-from largefedbench.synthetic.prompts import (
-    SamplingSettings,
-    build_prompts,
-    public_examples,
-)
-from largefedbench.synthetic.texts import chunks
+from largefedbench.synthetic.generator_rounds import final_set
+from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 
 DEVIATIONS = ("not a method of the papers: the untouched generator's samples from POPri's final prompts, the no-signal "
               "reference every synthetic method is read against",)
@@ -57,13 +52,5 @@ class GeneratorOnly(Method):
     def train(self, fed, public: PublicResources, cfg: GeneratorOnlyConfig, budget) -> Artifact:
         model, tok = public.models.new_generator(), public.models.generator_tokenizer
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
-        texts: list[str] = []
-        for i, n in chunks(cfg.n_final):
-            stream = 10_000 + i  # POPri's final-set streams: the same prompts and sampling seeds
-            prompts = build_prompts(examples, n, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
-                                    prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words,
-                                    tokenizer=tok, instruction=cfg.instruction)
-            ids = generate_ids(model, tok, prompts, n_per_prompt=1, seed=seed_for(public.seed, stream),
-                               **cfg.generation_kwargs(), progress=public.progress, desc=f"generating ({stream})")
-            texts += decode_samples(tok, ids, prompts, cfg.prompt_format, 1)[1]
+        texts, _ = final_set(model, tok, examples, cfg, public, cfg.n_final)  # POPri's final-set streams and seeds
         return Artifact.synthetic(texts, method=self.name, note="no private client consulted; ε = 0")

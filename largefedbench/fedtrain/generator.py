@@ -102,13 +102,16 @@ def attention_targets(model) -> list[str]:
     return ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
-def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, attention_only: bool = False):
-    """A fresh copy of the profile's generator with a new LoRA adapter (identical to the public model at first)."""
-    from largefedbench.synthetic.lora import add_lora
+def lora_generator(models, *, rank: int, alpha: int, dropout: float = 0.0, attention_only: bool = False,
+                   top_layers: int = 0):
+    """A fresh copy of the profile's generator with a new LoRA adapter (identical to the public model at first);
+    ``top_layers`` > 0 puts it in the top that many decoder layers only."""
+    from largefedbench.synthetic.lora import add_lora, top_layer_indices
 
     model = models.new_generator()
     targets = attention_targets(model) if attention_only else None
-    return add_lora(model, rank=rank, alpha=alpha, dropout=dropout, target_modules=targets)
+    layers = top_layer_indices(model, top_layers) if top_layers else None
+    return add_lora(model, rank=rank, alpha=alpha, dropout=dropout, target_modules=targets, layers=layers)
 
 
 @dataclasses.dataclass

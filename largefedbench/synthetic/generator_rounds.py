@@ -29,7 +29,12 @@ from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.prompts import build_prompts, public_examples
 from largefedbench.synthetic.texts import chunks
 
-__all__ = ["Batch", "GeneratorRounds", "GeneratorRun", "final_samples"]
+__all__ = ["FINAL_STREAM", "Batch", "GeneratorRounds", "GeneratorRun", "final_samples", "final_set", "sample_batch"]
+
+
+#: the first prompt and seed stream of a final set (chunk i uses FINAL_STREAM + i): every method that samples its
+#: final set through :func:`final_set` writes, from an untouched generator, exactly the generator-only row's texts
+FINAL_STREAM = 10_000
 
 
 @dataclass(frozen=True)
@@ -80,15 +85,8 @@ class GeneratorRounds:
 
     def sample(self, n_prompts: int, n_per_prompt: int, stream: int) -> Batch:
         """``n_prompts`` fresh public prompts (seeded by ``stream``) × ``n_per_prompt`` samples of the generator."""
-        cfg, tok = self.cfg, self.tokenizer
-        prompts = build_prompts(self.examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt,
-                                rng=self.public.rng(stream), prompt_format=cfg.prompt_format,
-                                prefix_words=cfg.prefix_words, tokenizer=tok, instruction=cfg.instruction)
-        ids = generate_ids(self.model, tok, prompts, n_per_prompt=n_per_prompt, **cfg.generation_kwargs(),
-                           seed=seed_for(self.public.seed, stream), progress=self.public.progress,
-                           desc=f"generating ({stream})")
-        raw, samples = decode_samples(tok, ids, prompts, cfg.prompt_format, n_per_prompt)
-        return Batch(prompts, raw, samples)
+        return sample_batch(self.model, self.tokenizer, self.examples, self.cfg, self.public, n_prompts, n_per_prompt,
+                            stream)
 
     def fid(self, texts: list[str]) -> float:
         """FID of ``texts`` to the validation clients."""
@@ -118,7 +116,7 @@ class GeneratorRounds:
             if cfg.early_stopping:  # the state after the last round joins the selection (fresh samples)
                 fresh = self.sample(self.n_prompts, self.n_per_prompt, stream=1 + cfg.rounds)
                 keep_lowest_fid_adapter(loop, model, fresh.texts, self.embedder, self.validation, cfg.rounds)
-        texts, seconds = final_samples(cfg.n_final, lambda n, i: self.sample(n, 1, stream=10_000 + i).texts)
+        texts, seconds = final_set(model, self.tokenizer, self.examples, cfg, self.public, cfg.n_final)
         return GeneratorRun(texts, self.sigma, self.rate, loop.history,
                             best_round=loop.best.round if cfg.early_stopping else cfg.rounds,
                             best_fid=loop.best.score if cfg.early_stopping else None, final_seconds=seconds)
@@ -130,3 +128,22 @@ def final_samples(n_final: int, write: Callable[[int, int], list[str]]) -> tuple
     start = time.perf_counter()
     texts = [t for i, n in chunks(n_final) for t in write(n, i)]
     return texts, time.perf_counter() - start
+
+
+def sample_batch(model, tokenizer, examples, cfg, public, n_prompts: int, n_per_prompt: int, stream: int) -> Batch:
+    """``n_prompts`` fresh public prompts (seeded by ``stream``) × ``n_per_prompt`` samples of ``model``, prompted
+    and sampled as ``cfg`` (a :class:`~largefedbench.synthetic.prompts.SamplingSettings`) says."""
+    prompts = build_prompts(examples, n_prompts, examples_per_prompt=cfg.examples_per_prompt, rng=public.rng(stream),
+                            prompt_format=cfg.prompt_format, prefix_words=cfg.prefix_words, tokenizer=tokenizer,
+                            instruction=cfg.instruction)
+    ids = generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, **cfg.generation_kwargs(),
+                       seed=seed_for(public.seed, stream), progress=public.progress, desc=f"generating ({stream})")
+    raw, samples = decode_samples(tokenizer, ids, prompts, cfg.prompt_format, n_per_prompt)
+    return Batch(prompts, raw, samples)
+
+
+def final_set(model, tokenizer, examples, cfg, public, n_final: int) -> tuple[list[str], float]:
+    """The final synthetic set of ``model``: ``n_final`` samples, one per fresh prompt of the streams
+    :data:`FINAL_STREAM` + i, and its wall seconds."""
+    return final_samples(n_final, lambda n, i: sample_batch(model, tokenizer, examples, cfg, public, n, 1,
+                                                            FINAL_STREAM + i).texts)

@@ -16,7 +16,8 @@ import torch
 
 from largefedbench.errors import InputError
 
-__all__ = ["LORA_TARGETS", "LoraState", "add_lora", "default_target_modules", "is_lora_model", "load_lora_state", "lora_state"]
+__all__ = ["LORA_TARGETS", "LoraState", "add_lora", "default_target_modules", "is_lora_model", "load_lora_state",
+           "lora_state", "top_layer_indices"]
 
 _LLAMA_LIKE = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 #: Default LoRA target modules per ``config.model_type``.
@@ -42,10 +43,20 @@ def is_lora_model(model) -> bool:
     return isinstance(model, PeftModel)
 
 
+def top_layer_indices(model, k: int) -> list[int]:
+    """The indices of ``model``'s top ``k`` decoder layers (``config.num_hidden_layers``)."""
+    n = getattr(model.config, "num_hidden_layers", None) or getattr(model.config, "n_layer", None)
+    if not n:
+        raise InputError(f"{type(model).__name__}'s config names no number of layers; use a LoRA in every layer")
+    if not 1 <= k <= n:
+        raise InputError(f"a LoRA in the top {k} layers needs 1 <= k <= {n} (the model's layers)")
+    return list(range(n - k, n))
+
+
 def add_lora(model, *, rank: int, alpha: int, dropout: float = 0.0, target_modules: Sequence[str] | str | None = None,
-             seed: int = 0):
+             seed: int = 0, layers: Sequence[int] | None = None):
     """``model`` wrapped in a fresh LoRA adapter (B = 0, so initially identical; A drawn from ``seed`` without
-    touching the global RNG); a ``PeftModel``."""
+    touching the global RNG), in the decoder layers ``layers`` only when given; a ``PeftModel``."""
     from peft import LoraConfig, get_peft_model
 
     if rank < 1 or alpha <= 0 or not 0 <= dropout < 1:
@@ -57,6 +68,7 @@ def add_lora(model, *, rank: int, alpha: int, dropout: float = 0.0, target_modul
         r=int(rank), lora_alpha=alpha, lora_dropout=float(dropout), bias="none", task_type="CAUSAL_LM",
         target_modules=list(targets) if not isinstance(targets, str) else targets,
         fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2",  # GPT-2's Conv1D stores weights transposed
+        layers_to_transform=list(layers) if layers is not None else None,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
