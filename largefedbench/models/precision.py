@@ -98,8 +98,15 @@ _copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (st
 
 
 def _state_key(model: torch.nn.Module) -> tuple:
-    """Changes whenever a parameter is replaced or modified in place (an optimizer step, ``load_state_dict``)."""
-    return tuple((p.data_ptr(), p._version) for p in model.parameters())
+    """Changes whenever a parameter is replaced or modified: each parameter's storage and version counter
+    (``load_state_dict``, an in-place op), and the sum and norm of each trainable one. The version counter alone
+    missed trl's DPO steps (transformers' Trainer, as trl runs it, writes the adapter without bumping it), so
+    FedBis sampled its final set from the adapter before DPO (session 20)."""
+    with torch.no_grad():
+        return tuple((p.data_ptr(), p._version) + ((float(p.sum(dtype=torch.float64)),
+                                                    float(torch.linalg.vector_norm(p, dtype=torch.float64)))
+                                                   if p.requires_grad else ())
+                     for p in model.parameters())
 
 
 def inference_copy(model: torch.nn.Module, dtype: torch.dtype | None) -> torch.nn.Module:

@@ -144,6 +144,23 @@ def test_the_inference_copy_is_kept_until_a_parameter_changes(tiny):
         assert not torch.equal(first(input_ids=ids).logits, second(input_ids=ids).logits)
 
 
+@pytest.mark.slow
+def test_the_inference_copy_follows_a_dpo_update(tiny):
+    """trl's DPO steps change the adapter without bumping the parameters' version counters: the copy must still be
+    made again, or a method samples after DPO from its generator before it (FedBis's final set did, session 20)."""
+    from largefedbench.synthetic.dpo import dpo_update
+
+    _, bundle, _ = tiny
+    model, tok = add_lora(bundle.new_generator(), rank=4, alpha=8, seed=0), bundle.generator_tokenizer
+    before = inference_copy(model, torch.bfloat16)
+    dpo_update(model, tok, ["a b c"] * 8, ["d e f g"] * 8, ["x y z w"] * 8, beta=0.1, lr=5e-3, epochs=2, batch_size=4)
+    after = inference_copy(model, torch.bfloat16)
+    assert after is not before
+    ids = torch.tensor([[5, 17, 42]])
+    with torch.no_grad():
+        assert not torch.equal(before(input_ids=ids).logits, after(input_ids=ids).logits)
+
+
 def test_cached_greedy_decoding_equals_recomputing_the_whole_sequence(tiny):
     """The naive reference: no cache, the full sequence through the model at every step. A model that silently
     ignored the cache keyword (transformers before its `past_key_values` -> `cache` rename) failed this."""
