@@ -78,8 +78,8 @@ from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "AgreementTally", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool",
-           "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step",
-           "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
+           "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences",
+           "clustered_step", "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
     ("user-level DP added (the paper has none): clipped selector updates through fed.private_sum with Poisson cohorts, and "
@@ -171,8 +171,7 @@ class FedBisConfig(SamplingSettings):
         (lr 2e-3) on 8 pairs each, the selector's LoRA (r 4) in the top 4 of SmolLM2's 30 layers (163k weights), a
         1,024-pair pool. The noise of the released mean is then 0.48 of the clip bound over the two rounds (σ·√d /
         M / √T); the preset before (10 rounds at rate 0.05, ~77 clients, the LoRA in every layer: 1.2M weights) had
-        3.6 — per round 11× the largest signal a cohort can send, and its DPO did not move the generator
-        (docs/profiles.md). Prompts and sampling are POPri's cpu preset's (one open request in the chat template, 48
+        3.6 — per round 11× the largest signal a cohort can send (docs/profiles.md). Prompts and sampling are POPri's cpu preset's (one open request in the chat template, 48
         new tokens, final set at temperature 0.8, top-p 0.95), so the generator-only row is FedBis's own no-signal
         row. DPO on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated
         micro-batches of 4: 8 steps an epoch, as POPri's cpu epoch), selectors trained in bf16 autocast, 1,024
