@@ -8,6 +8,8 @@
 - ``driver`` — the one federated-training driver: a :class:`Server` (a round's :class:`Release`, the step on the
   released sum) run by :func:`train_rounds` in the rounds loop;
 - ``fedavg`` — :class:`FedAvgSettings` and DP-FedAvg rounds of an adapter (:func:`train_adapter`);
+- ``frozen_prefix`` — :class:`FrozenPrefix`: the hidden states of fixed token rows under an adapter in the top
+  layers, run once per row instead of in every forward (FedBis' selectors);
 - ``generator`` — DP fine-tuning of a generator's LoRA adapter (its sequence format, client update, pretraining on
   public text), shared by CTCL, DP instruction resampling, weak-client voting and FedBiscuit (imported as
   ``largefedbench.fedtrain.generator``).

@@ -193,6 +193,77 @@ def test_selector_logits_at_each_rows_last_position_match_the_full_logits_and_th
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
 
 
+def _top_layer_selector(tok, arch: str):
+    """A 3-layer causal LM of ``arch`` with a LoRA (B moved off 0) in its top layer only."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from largefedbench.synthetic.lora import add_lora
+
+    torch.manual_seed(3)
+    base = (GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=3, n_head=2))
+            if arch == "gpt2" else
+            LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)))
+    model = add_lora(base, rank=2, alpha=4, layers=[2]).eval()
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.1)
+    return model
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_the_frozen_layers_run_once_per_row_with_the_same_loss_gradients_and_scores(tiny, arch):
+    """With a LoRA in the top layer only, ``freeze_prefix`` runs the two layers under it once per row of the task;
+    afterwards a training step and the scores never run them, and give the full model's loss, LoRA gradients and
+    log-odds, in float32 and in bf16 autocast, on right-padded rows of several lengths."""
+    import pickle
+
+    from largefedbench.fedtrain.frozen_prefix import decoder_layers
+
+    tok = tiny[1].generator_tokenizer
+    model = _top_layer_selector(tok, arch)
+    a, b = ["the cell divides fast", "a bill", "x"], ["we met farmers today", "genes", "a b c d e"]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    calls = []
+    hook = decoder_layers(model)[0].register_forward_hook(lambda *args: calls.append(1))
+    for dtype in ("float32", "bfloat16"):
+        runs = {}
+        for frozen in (False, True):
+            task = SelectorTask(tok, a, b, 8, dtype)
+            if frozen:
+                assert task.freeze_prefix(model, batch_size=2) == 2
+                task.prefix.states(task.train_autocast), task.prefix.states(False)
+                calls.clear()
+            batch = task.examples(np.arange(3), np.array([0, 1, 0]))
+            assert len({len(r) for r, _ in batch}) > 2
+            loss = task.loss(model, batch)
+            runs[frozen] = loss.detach(), torch.autograd.grad(loss, trained), task.prefers_a(model, np.arange(3), 2)
+            if frozen:
+                assert not calls, "the frozen layers ran again"
+        (loss, grads, scores), (loss_f, grads_f, scores_f) = runs[False], runs[True]
+        tol = 1e-5 if dtype == "float32" else 2e-2
+        torch.testing.assert_close(loss_f, loss, rtol=0, atol=tol)
+        for got, want in zip(grads_f, grads):
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(scores_f, scores, atol=1e-5)
+    hook.remove()
+    assert not task.prefix.covers(model.train(), task.ab), "train mode (dropout) runs the whole model"
+    assert not task.prefix.covers(_top_layer_selector(tok, arch).eval(), task.ab), "only the model it was made for"
+    assert pickle.loads(pickle.dumps(task.prefix))._states == {}, "a worker computes its own states"
+
+
+def test_a_selector_with_a_lora_in_every_layer_runs_the_whole_model(tiny):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from largefedbench.synthetic.lora import add_lora
+
+    tok = tiny[1].generator_tokenizer
+    model = add_lora(GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=2, n_head=2)),
+                     rank=2, alpha=4)
+    task = SelectorTask(tok, ["a b"], ["c d"], 8)
+    assert task.freeze_prefix(model, 8) == 0 and task.prefix is None
+
+
 def test_a_bfloat16_selector_trains_in_bf16_and_scores_in_float32(tiny):
     """``selector_dtype="bfloat16"`` (the cpu preset): the training forward's matrix products run under bf16 autocast,
     so the loss moves off float32's by bf16 rounding only and the LoRA gradients stay close to float32's; the scores
