@@ -327,7 +327,8 @@ def cmd_eval(args) -> int:
         made_with=args.made_with, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
-        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free, public=args.public,
+        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
+        shuffled_releases=args.shuffled_releases, public=args.public,
     )
     result = run_eval(request)
     entry = result.entry
@@ -769,6 +770,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, help="user-level epsilon (default 1, POPri's strict regime)")
     p.add_argument("--noise-free", action="store_true", help="diagnostic: calibrate for --epsilon but release every "
                    "sum without noise (σ = 0, ε = ∞ recorded); the entry shows what the noise costs and is never ranked")
+    p.add_argument("--shuffled-releases", action="store_true", help="control: run at --epsilon as usual but permute "
+                   "every noised sum at random before the method sees it; the entry shows what the method gets from "
+                   "feedback without information about the clients and is never ranked")
     _add_run_flags(p)
     _add_executor_flags(p)
     p.add_argument("--json", action="store_true", help="print the entry")

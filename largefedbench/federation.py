@@ -115,11 +115,19 @@ class Federation:
         embeddings: SpanEmbeddings | None = None,
         executor: Executor | str | None = None,
         noise_free: bool = False,
+        shuffle_releases: bool = False,
     ) -> None:
         self._clients = clients
         #: the noise-free diagnostic (``lfb eval --noise-free``): every release is the exact clipped sum, recorded
         #: as noiseless (NoNoise), so the ledger's ε is infinite: what the method does with σ = 0, never ranked
         self.noise_free = bool(noise_free)
+        #: the shuffled-feedback control (``lfb eval --shuffled-releases``): every noised sum is released and accounted
+        #: as usual, then its values are randomly permuted (public randomness: seed and release index)
+        #: before the method sees them, so it keeps their size and noise but no longer says which client preferred
+        #: what: what the method does with feedback that carries no information, never ranked
+        self.shuffle_releases = bool(shuffle_releases)
+        if self.noise_free and self.shuffle_releases:
+            raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
         self._seed = int(seed)
         self._executor = executor if hasattr(executor, "map_chunks") else make_executor(executor)
         self._ids: list[str] = list(clients.ids)
@@ -223,17 +231,20 @@ class Federation:
                                  "shape) or use batched=True")
             total, width = np.zeros(shape), int(np.prod(shape))
         start = time.perf_counter()
+        if (self.noise_free or self.shuffle_releases) and not isinstance(mechanism, (Gaussian, NoNoise)):
+            flag, kind = ("--noise-free", "noise-free") if self.noise_free else ("--shuffled-releases", "shuffled")
+            raise InputError(f"{flag}: this method releases through {mechanism!r}, which has no {kind} variant yet "
+                             "(DP-FTRL's tree sums running totals); run the diagnostic on a method with Gaussian "
+                             "releases")
         if self.noise_free:
-            if not isinstance(mechanism, (Gaussian, NoNoise)):
-                raise InputError(f"--noise-free: this method releases through {mechanism!r}, which has no noise-free "
-                                 "variant yet (DP-FTRL's tree sums running totals); run the diagnostic on a method "
-                                 "with Gaussian releases")
             mechanism = NoNoise()
         if self.budget is not None and not self.noise_free:  # stop before a release that breaks the budget
             self.budget.check_release(self.ledger.events, mechanism.events(sampling=cohort.sampling,
                                                                            sample_rate=cohort.sample_rate))
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))
+        if self.shuffle_releases:
+            noisy = self._shuffled(noisy)
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,
                        floats_down_per_client=float(down), floats_up_per_client=float(width))
         sigma = 0.0 if self.noise_free else float(getattr(mechanism, "noise_multiplier", 0.0))
@@ -293,6 +304,16 @@ class Federation:
         self.ledger = PrivacyLedger.from_dict(state["ledger"])
         self.costs.rounds = [dict(r) for r in state["costs"]]
         self.releases = [dict(r) for r in state.get("releases", [])]  # checkpoints before issue 29 have none
+
+    def _shuffled(self, noisy: Any) -> Any:
+        """``noisy`` with its values in a random order drawn from the seed and the release's index (public)."""
+        order = np.random.default_rng(np.random.SeedSequence([self._seed, 0x5F1, len(self.releases)]))
+        perm = order.permutation(int(np.prod(noisy.shape)))
+        if type(noisy).__module__.split(".")[0] == "torch":
+            import torch
+
+            return noisy.reshape(-1)[torch.as_tensor(perm, device=noisy.device)].reshape(noisy.shape)
+        return np.asarray(noisy).reshape(-1)[perm].reshape(noisy.shape)
 
     def _generator_for(self, values: Any) -> Any:
         if type(values).__module__.split(".")[0] != "torch":

@@ -183,12 +183,12 @@ def test_empty_cohorts_and_bad_input_get_clear_errors(split):
 
 
 #: everything public on a Federation: cohorts, the one door, the ε = ∞ reference's release, resume state, public
-#: counts, the ledger and costs, the noise-free diagnostic's flag and the audit's hooks — nothing that returns
+#: counts, the ledger and costs, the noise-free and shuffled diagnostics' flags and the audit's hooks — nothing that returns
 #: per-client rows
 # door_seconds: wall seconds spent in private_sum (the rounds loop's server time is the rest), no client data
 PUBLIC_API = {"budget", "client_ids", "client_outputs", "costs", "door_seconds", "epoch", "everyone", "ledger",
               "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum", "release_without_noise", "releases", "round",
-              "sample", "state_dict"}
+              "sample", "shuffle_releases", "state_dict"}
 
 
 def test_the_public_federation_api_has_no_per_client_row_method(split):

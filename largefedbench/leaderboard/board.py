@@ -23,7 +23,9 @@ SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic", "declared")
 SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
                   "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff",
                   "diagnostic": "Diagnostics, never ranked: noise-free runs (calibrated for the target ε, released "
-                                "with σ = 0, so ε = ∞) show what the noise costs",
+                                "with σ = 0, so ε = ∞) show what the noise costs; shuffled runs (every release "
+                                "permuted before the method saw it) what a method gets without information from "
+                                "the clients",
                   "declared": "Declared privacy, never ranked with computed claims: synthetic text made by other tools "
                               "(`lfb eval --synthetic`), scored here; its (ε, δ) is the submitter's statement"}
 

@@ -182,7 +182,7 @@ NOTE = Column("why", "Why apart", "why the entry is not ranked", lambda r: "; ".
               lambda r: "; ".join(r.notes) or f"{len(r.entry.seeds)} seed(s)", numeric=False)
 
 
-TARGET = Column("target", "Target ε", "the ε the run's noise was calibrated for before it was switched off",
+TARGET = Column("target", "Target ε", "the ε the run's noise was calibrated for (a noise-free run then switched the noise off)",
                 lambda r: r.target_epsilon, lambda r: _num(r.target_epsilon, 4))
 
 

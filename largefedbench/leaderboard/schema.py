@@ -245,7 +245,7 @@ class AuditSection(_Strict):
 class DiagnosticSection(_Strict):
     """An entry that shows something about a method rather than competing: never ranked."""
 
-    kind: Literal["noise-free"]  # calibrated for the target ε, released with σ = 0 (the ledger's ε is ∞)
+    kind: Literal["noise-free", "shuffled-releases"]  # σ = 0 (the ledger's ε is ∞); or every release permuted
     note: str
 
 

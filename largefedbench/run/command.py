@@ -36,6 +36,8 @@ def command_for(prep: Prepared) -> str:
         parts += ["--epsilon", f"{prep.budget.epsilon:g}", "--delta", f"{prep.budget.delta:g}"]
     if r.noise_free:
         parts.append("--noise-free")
+    if r.shuffled_releases:
+        parts.append("--shuffled-releases")
     if prep.public_spec != prep.profile.public:  # a local C4 path is this machine's: the command names the kind
         parts += ["--public", prep.public_spec.partition(":")[0]]
     for k, v in sorted(r.overrides.items()):

@@ -38,11 +38,15 @@ from largefedbench.run.seed_result import SeedResult, jsonable
 if TYPE_CHECKING:
     from largefedbench.run.eval import Prepared
 
-__all__ = ["NOISE_FREE_NOTE", "build_entry", "portable_profile"]
+__all__ = ["NOISE_FREE_NOTE", "SHUFFLED_NOTE", "build_entry", "portable_profile"]
 
 NOISE_FREE_NOTE = ("diagnostic: the method's settings and noise calibration are those of the target ε, but every "
                    "release is the exact clipped sum (σ = 0; the ledger's ε is ∞). It shows what the noise costs; "
                    "it is never ranked")
+SHUFFLED_NOTE = ("control: the method's settings, noise and ledger are those of the target ε, but every noised sum "
+                 "was randomly permuted (public randomness) before the method saw it, so its feedback kept its size "
+                 "and noise and lost what it said about the clients. Its gain over the generator-only row is what "
+                 "the method gets without information from the clients; it is never ranked")
 SPLITS = ("train", "validation", "test", "public")
 
 
@@ -64,6 +68,8 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         sections["audit"] = AuditSection.model_validate(audit)
     if prep.request.noise_free:
         sections["diagnostic"] = DiagnosticSection(kind="noise-free", note=NOISE_FREE_NOTE)
+    if prep.request.shuffled_releases:
+        sections["diagnostic"] = DiagnosticSection(kind="shuffled-releases", note=SHUFFLED_NOTE)
     if prep.declared:
         from largefedbench.run.declared import as_info
 

@@ -62,6 +62,7 @@ class EvalRequest:
     executor: str = "process"  # where client computations of Federation.private_sum run: process, local or ray
     ray_address: str | None = None  # join this Ray cluster instead of starting a local one
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
+    shuffled_releases: bool = False  # the control: every noised sum permuted before the method sees it, never ranked
     public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
     synthetic: Path | None = None  # score this file's texts (declared privacy) instead of running ``method``
     made_with: str | None = None  # with ``synthetic``: the tool that made the texts, as the entry states it
@@ -139,8 +140,9 @@ def _check_declared(request: EvalRequest) -> None:
     """What ``--synthetic`` cannot be combined with."""
     if request.overrides:
         raise InputError("--set configures a method; --synthetic scores a file as it is: drop --set")
-    if request.noise_free:
-        raise InputError("--noise-free is a diagnostic of a method's noise; --synthetic declares its privacy: drop one")
+    if request.noise_free or request.shuffled_releases:
+        flag = "--noise-free" if request.noise_free else "--shuffled-releases"
+        raise InputError(f"{flag} is a diagnostic of a method's releases; --synthetic declares its privacy: drop one")
     if request.epsilon is None or request.delta is None:
         raise InputError("--synthetic needs --epsilon and --delta: the (ε, δ) the tool that made the texts claims "
                          "(the entry states them as declared, e.g. --epsilon 4 --delta 3e-6)")
@@ -170,7 +172,7 @@ def _entry_id(method: str, fd, profile: str, budget: PrivacyBudget, key: dict[st
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:10]
     eps = "inf" if math.isinf(budget.epsilon) else f"{budget.epsilon:g}"
     snap = fd.manifest["name"].lower()
-    kind = "--noise-free" if key.get("noise_free") else ""
+    kind = "--noise-free" if key.get("noise_free") else "--shuffled" if key.get("shuffled_releases") else ""
     return bounded_id(f"{method}--{snap}--{profile}--eps{eps}{kind}".replace("+", ""), digest)
 
 
@@ -227,9 +229,14 @@ def prepare(request: EvalRequest) -> Prepared:
         base = preset_config(method_cls, preset)
         config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
         budget = _budget_for(method_cls, request.epsilon, request.delta)
-    if request.noise_free and getattr(method_cls, "fixed_epsilon", None) is not None:
-        raise InputError(f"--noise-free: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; "
-                         "the noise-free diagnostic is for private methods (it removes their noise)")
+    if request.noise_free and request.shuffled_releases:
+        raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
+    if (request.noise_free or request.shuffled_releases) and getattr(method_cls, "fixed_epsilon", None) is not None:
+        flag, what = (("--noise-free", "noise-free diagnostic is for private methods (it removes their noise)")
+                      if request.noise_free else
+                      ("--shuffled-releases", "shuffled control is for private methods (it permutes their releases)"))
+        raise InputError(f"{flag}: method {method_cls.name!r} is the ε = {method_cls.fixed_epsilon:g} reference; the "
+                         f"{what}")
     fd = load_snapshot(request.dataset, home=request.home)
     verify_snapshot(fd, root=request.home)  # the entry states the manifest's content_sha256: it must be true
     for split in ("train", "validation", "test"):
@@ -248,6 +255,8 @@ def prepare(request: EvalRequest) -> Prepared:
     }
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True
+    if request.shuffled_releases:
+        key["shuffled_releases"] = True
     if request.synthetic is not None:
         key["declared"] = {"label": method.name, "made_with": request.made_with}
     if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids

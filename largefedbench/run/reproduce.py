@@ -136,6 +136,7 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
                        delta=entry.privacy.delta, profile=profile or entry.config.profile, seeds=seeds,
                        overrides=overrides, preset=entry.config.preset, out=out, home=home, progress=progress,
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
+                       shuffled_releases=entry.diagnostic is not None and entry.diagnostic.kind == "shuffled-releases",
                        public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 

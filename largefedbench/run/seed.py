@@ -129,7 +129,8 @@ class Evaluator:
                 vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             embeddings = SpanEmbeddings(vectors, offsets)
         return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self.executor,
-                          noise_free=self.prep.request.noise_free)
+                          noise_free=self.prep.request.noise_free,
+                          shuffle_releases=self.prep.request.shuffled_releases)
 
     # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed, the code)
     def _reference_path(self, name: str, seed: int | None, config: dict[str, Any] | None = None) -> Path:
@@ -313,7 +314,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free
-            and prep.config == ev.reference_config(cls.name)):
+            and not prep.request.shuffled_releases and prep.config == ev.reference_config(cls.name)):
         # the same computation as the reference row every entry carries: cache it, so it is not run again
         ev.remember_reference(cls.name, seed, {**test, **stats})
     public.clear_checkpoint()
