@@ -20,11 +20,13 @@ from largefedbench.methods.fedbiscuit import SelectorTask
 from largefedbench.synthetic.lora import add_lora
 
 
-def client_delta(model, params, start, task: SelectorTask, seed: int, steps: int = 2) -> tuple[torch.Tensor, float]:
+def client_delta(model, params, start, task: SelectorTask, seed: int, steps: int = 2,
+                 lr: float = 5e-4) -> tuple[torch.Tensor, float]:
+    """A client's 2 AdamW steps of 4 random pairs in both orders from ``start``: its Δ and seconds a step."""
     with torch.no_grad():
         for p, s in zip(params, start):
             p.copy_(s)
-    opt = torch.optim.AdamW(params, lr=5e-4, betas=(0.9, 0.95), weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = np.random.default_rng(seed)
     t = time.perf_counter()
     for _ in range(steps):

@@ -15,27 +15,11 @@ import time
 
 import numpy as np
 import torch
+from selector_bf16 import client_delta  # scripts/ is on sys.path when a script runs
 
 from largefedbench.data.generic_corpus import read_generic
 from largefedbench.methods.fedbiscuit import SelectorTask
 from largefedbench.synthetic.lora import add_lora, top_layer_indices
-
-
-def client_delta(model, params, start, task: SelectorTask, seed: int, steps: int = 2) -> tuple[torch.Tensor, float]:
-    with torch.no_grad():
-        for p, s in zip(params, start):
-            p.copy_(s)
-    opt = torch.optim.AdamW(params, lr=2e-3, betas=(0.9, 0.95), weight_decay=0.0)
-    rng = np.random.default_rng(seed)
-    t = time.perf_counter()
-    for _ in range(steps):
-        idx = rng.choice(len(task.ab), 4, replace=False)
-        grads = torch.autograd.grad(task.loss(model, task.examples(idx, rng.integers(0, 2, 4))), params)
-        for p, g in zip(params, grads):
-            p.grad = g
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return torch.cat([(p.detach() - s).flatten() for p, s in zip(params, start)]), (time.perf_counter() - t) / steps
 
 
 def main() -> None:
@@ -67,7 +51,7 @@ def main() -> None:
         print(f"states of {rows} rows (autocast {autocast}): {time.perf_counter() - t:.1f} s, "
               f"{(time.perf_counter() - t) / rows * 1000:.0f} ms a row")
     for c in range(args.clients):
-        (a, ta), (b, tb) = client_delta(model, params, start, full, c), client_delta(model, params, start, cached, c)
+        (a, ta), (b, tb) = (client_delta(model, params, start, task, c, lr=2e-3) for task in (full, cached))
         cos = torch.nn.functional.cosine_similarity(a, b, dim=0).item()
         print(f"client {c}: s/step whole model {ta:.2f}, once per row {tb:.2f} ({ta / tb:.2f}x) | cosine {cos:.6f} "
               f"| relative difference {((a - b).norm() / a.norm()).item():.2e}")
