@@ -73,10 +73,12 @@ class FrozenPrefix:
     """For the token ``rows`` of one model, the input of the adapter's lowest layer ``below`` (each row's states at
     its own length), computed on first use per autocast setting, and a context that feeds a batch of them in."""
 
-    def __init__(self, model: torch.nn.Module, rows: Sequence[Sequence[int]], pad_id: int, batch_size: int = 64) -> None:
+    def __init__(self, model: torch.nn.Module, rows: Sequence[Sequence[int]], pad_id: int, batch_size: int = 64,
+                 progress: bool = False) -> None:
         self.layers = decoder_layers(model)
         self.below = lowest_adapted_layer(model)
         self.model, self.rows, self.pad_id, self.batch_size = model, rows, int(pad_id), max(1, int(batch_size))
+        self.progress = bool(progress)
         self.index = {tuple(r): i for i, r in enumerate(rows)}
         self._states: dict[bool, list[torch.Tensor]] = {}
 
@@ -96,6 +98,8 @@ class FrozenPrefix:
 
     @torch.no_grad()
     def _compute(self, autocast: bool) -> list[torch.Tensor]:
+        from tqdm.auto import tqdm
+
         caught: list[torch.Tensor] = []
 
         def catch(module, args, kwargs):
@@ -106,7 +110,9 @@ class FrozenPrefix:
         out: list[torch.Tensor] = []
         handle = self.layers[self.below].register_forward_pre_hook(catch, with_kwargs=True)
         try:
-            for start in range(0, len(self.rows), self.batch_size):
+            desc = f"layers 0-{self.below - 1} once per row ({'bf16' if autocast else 'float32'})"
+            for start in tqdm(range(0, len(self.rows), self.batch_size), desc=desc, disable=not self.progress,
+                              leave=False):
                 rows = self.rows[start : start + self.batch_size]
                 ids, mask = pad_rows(rows, self.pad_id)
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
