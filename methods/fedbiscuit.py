@@ -173,11 +173,11 @@ class FedBisConfig(SamplingSettings):
         (lr 2e-3) on 8 pairs each, the selector's LoRA (r 4) in the top 4 of SmolLM2's 30 layers (163k weights), a
         1,024-pair pool. The noise of the released mean is then 0.48 of the clip bound over the two rounds (σ·√d /
         M / √T); the preset before (10 rounds at rate 0.05, ~77 clients, the LoRA in every layer: 1.2M weights) had
-        3.6 — per round 11× the largest signal a cohort can send (docs/profiles.md). Prompts and sampling are POPri's cpu preset's (one open request in the chat template, 48
-        new tokens, final set at temperature 0.8, top-p 0.95), so the generator-only row is FedBis's own no-signal
-        row. DPO on the C(3, 2) = 3 pairs of each of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated
-        micro-batches of 4: 8 steps an epoch, as POPri's cpu epoch), selectors trained in bf16 autocast, 1,024
-        samples."""
+        3.6 — per round 11× the largest signal a cohort can send (docs/profiles.md). Prompts and sampling are
+        POPri's cpu preset's (one open request in the chat template, 48 new tokens, final set at temperature 0.8,
+        top-p 0.95), so the generator-only row is FedBis's own no-signal row. DPO on the C(3, 2) = 3 pairs of each
+        of 64 prompts (lr 5e-4, 2 epochs of batch 24, 6 accumulated micro-batches of 4: 8 steps an epoch, as POPri's
+        cpu epoch), selectors trained in bf16 autocast, 1,024 samples."""
         return cls(**_CPU)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:

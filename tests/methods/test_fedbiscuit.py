@@ -232,7 +232,8 @@ def test_the_frozen_layers_run_once_per_row_with_the_same_loss_gradients_and_sco
             task = SelectorTask(tok, a, b, 8, dtype)
             if frozen:
                 assert task.freeze_prefix(model, batch_size=2) == 2
-                task.prefix.states(task.train_autocast), task.prefix.states(False)
+                for autocast in (task.train_autocast, False):  # training's and scoring's states, computed now
+                    task.prefix.states(autocast)
                 calls.clear()
             batch = task.examples(np.arange(3), np.array([0, 1, 0]))
             assert len({len(r) for r, _ in batch}) > 2
