@@ -34,7 +34,7 @@ from largefedbench.errors import InputError
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
-from largefedbench.timing import timed
+from largefedbench.timing import JobClock, timed
 
 __all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "payload_floats", "release_snr"]
 
@@ -133,6 +133,8 @@ class Federation:
         self._ids: list[str] = list(clients.ids)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.costs = CostMeter()
+        #: the method's wall time and stage seconds, carried through round checkpoints (the harness starts it)
+        self.clock = JobClock()
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1FB]))
         self._noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD9]))
         self._torch_generators: dict[str, Any] = {}
@@ -287,6 +289,7 @@ class Federation:
             "ledger": self.ledger.to_dict(),
             "costs": [dict(r) for r in self.costs.rounds],
             "releases": [dict(r) for r in self.releases],
+            "clock": self.clock.state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -304,6 +307,7 @@ class Federation:
         self.ledger = PrivacyLedger.from_dict(state["ledger"])
         self.costs.rounds = [dict(r) for r in state["costs"]]
         self.releases = [dict(r) for r in state.get("releases", [])]  # checkpoints before issue 29 have none
+        self.clock.resume(state.get("clock"))  # older checkpoints have none: counted from this process
 
     def _shuffled(self, noisy: Any) -> Any:
         """``noisy`` with its values in a random order drawn from the seed and the release's index (public)."""

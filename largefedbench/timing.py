@@ -15,11 +15,12 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 
-__all__ = ["STAGES", "stage", "stage_breakdown", "timed", "totals"]
+__all__ = ["STAGES", "JobClock", "stage", "stage_breakdown", "timed", "totals"]
 
 STAGES = ("generation", "embedding", "clients", "dpo", "sft", "downstream", "evaluation")
 
@@ -74,3 +75,41 @@ def stage_breakdown(before: dict[str, float], after: dict[str, float], wall_seco
     out = {name: round(after.get(name, 0.0) - before.get(name, 0.0), 3) for name in STAGES}
     out["other"] = round(max(0.0, wall_seconds - sum(out.values())), 3)
     return out
+
+
+@dataclass
+class JobClock:
+    """Wall seconds and seconds per stage of one job (a method's run for one seed) over every process that ran it.
+
+    :meth:`start` in each process; :meth:`state` goes into the job's round checkpoint and :meth:`resume` adds it back,
+    counting from the moment of the resume. So a run killed and resumed reports the time of the work its result is
+    made of — each completed round once, as if it had run without a stop — not only its last process's time."""
+
+    before_seconds: float = 0.0
+    before_stages: dict[str, float] = field(default_factory=dict)
+    _started: float | None = None
+    _stages_at_start: dict[str, float] = field(default_factory=dict)
+
+    def start(self) -> None:
+        self._started, self._stages_at_start = time.perf_counter(), totals()
+
+    def seconds(self) -> float:
+        return self.before_seconds + (0.0 if self._started is None else time.perf_counter() - self._started)
+
+    def stages(self) -> dict[str, float]:
+        """Seconds per stage and ``other``, as :func:`stage_breakdown`, earlier processes included."""
+        here = {name: 0.0 for name in STAGES} if self._started is None else \
+            stage_breakdown(self._stages_at_start, totals(), 0.0)
+        out = {name: round(here[name] + self.before_stages.get(name, 0.0), 3) for name in STAGES}
+        out["other"] = round(max(0.0, self.seconds() - sum(out.values())), 3)
+        return out
+
+    def state(self) -> dict[str, object]:
+        return {"seconds": self.seconds(), "stages": {name: self.stages()[name] for name in STAGES}}
+
+    def resume(self, state: dict[str, object] | None) -> None:
+        """Continue from a checkpoint's :meth:`state` (None: a checkpoint older than the clock, counted from here)."""
+        if state is not None:
+            self.before_seconds = float(state["seconds"])  # type: ignore[arg-type]
+            self.before_stages = {k: float(v) for k, v in dict(state["stages"]).items()}  # type: ignore[arg-type]
+            self.start()

@@ -168,9 +168,9 @@ class CostsSection(_Strict):
     floats_up_per_client_per_round: NonNegative | None = None
     client_seconds_per_client_per_round: NonNegative | None = None
     server_seconds_per_round: NonNegative | None = None
-    method_seconds: NonNegative
+    method_seconds: NonNegative  # per seed, mean over seeds; a resumed seed counts each completed round once
     downstream_seconds: NonNegative
-    wall_seconds: NonNegative
+    wall_seconds: NonNegative  # the entry's seeds (method + downstream) plus its last process's models and references
     peak_memory_mb: NonNegative
     stage_seconds: dict[str, NonNegative] | None = None  # per seed, mean over seeds: generation, embedding, clients, …
 

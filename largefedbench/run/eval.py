@@ -30,9 +30,10 @@ from largefedbench.privacy.rules import check_delta
 from largefedbench.registry import ResolvedMethod
 from largefedbench.run.command import command_for
 from largefedbench.run.entry import build_entry
+from largefedbench.run.evaluator import Evaluator
 from largefedbench.run.presets import preset_config
 from largefedbench.run.reference_lock import locked_reference
-from largefedbench.run.seed import Evaluator, run_seed
+from largefedbench.run.seed import run_seed
 from largefedbench.run.seed_result import SeedResult
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval",
@@ -312,15 +313,19 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     with_generator_row = (prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
                           and not prep.declared)
     public = _reference(prep, ev, "public", request.seeds[0], log)
+    in_seeds = 0.0  # this process's time in run_seed: replaced by each seed's own method and downstream seconds
     for seed in request.seeds:
+        t_seed = time.perf_counter()
         results.append(run_seed(prep, ev, seed, log, audit))
+        in_seeds += time.perf_counter() - t_seed
         non_private.append(_reference(prep, ev, "non-private", seed, log))
         if with_generator_row:
             generator_only.append(_reference(prep, ev, "generator-only", seed, log))
     section = None if audit is None else audit.section([r.to_json() for r in results], prep.budget)
     entry = build_entry(prep, bundle, results, reference_public=public, reference_non_private=non_private,
                         reference_generator_only=generator_only or None, novel=ev.novel.describe(),
-                        wall_seconds=time.perf_counter() - start, command=prep.request.command or command_for(prep),
+                        wall_seconds=time.perf_counter() - start - in_seeds + sum(
+                            r.method_seconds + r.downstream_seconds for r in results), command=prep.request.command or command_for(prep),
                         audit=section)
     from largefedbench.evaluation.plots import write_entry_plots
 

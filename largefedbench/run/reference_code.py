@@ -19,7 +19,7 @@ from pathlib import Path
 #: method, the reference methods and the harness code that calls them
 BASE_MODULES: tuple[str, ...] = (
     "largefedbench.models", "largefedbench.evaluation", "largefedbench.contract", "largefedbench.methods.references",
-    "largefedbench.run.seed",
+    "largefedbench.run.evaluator",
 )
 #: what the generator-only row runs besides: sampling, prompts and texts
 GENERATOR_ONLY_MODULES: tuple[str, ...] = ("largefedbench.synthetic", "largefedbench.methods.generator_only")

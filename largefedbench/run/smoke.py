@@ -337,7 +337,7 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     from largefedbench.errors import LfbError
     from largefedbench.models import load_models
     from largefedbench.run.eval import EvalRequest, prepare
-    from largefedbench.run.seed import Evaluator
+    from largefedbench.run.evaluator import Evaluator
 
     log = log or (lambda msg: None)
     report = SmokeReport(method)

@@ -266,18 +266,18 @@ def test_the_public_models_loss_on_synthetic_text_is_measured_against_its_loss_o
     """0 on the validation spans themselves; below 0 on the public split the ε = 0 model was pretrained on (nothing
     there to teach it); the ε = 0 model's mean loss on the texts, minus the clients'."""
     from largefedbench.evaluation import next_token_accuracy
-    from largefedbench.run import seed as seed_module
+    from largefedbench.run import evaluator
 
     fd, bundle, root = tiny
     prep = prepare(EvalRequest(method="popri", out=lfb_home / "b", home=root))
-    ev = seed_module.Evaluator(prep, bundle, lambda m: None)
+    ev = evaluator.Evaluator(prep, bundle, lambda m: None)
     assert ev.public_loss_vs_clients(ev.validation_texts) == pytest.approx(0.0, abs=1e-9)
     public = fd.public.all_spans()
     familiar = ev.public_loss_vs_clients(public)
     assert familiar < -0.1  # its own pretraining text: far more predictable to it than the clients' spans
-    assert len(public) > seed_module.LOSS_TEXTS  # so the measured texts are a spread of 4,096 of them
-    picks = np.linspace(0, len(public) - 1, seed_module.LOSS_TEXTS).round().astype(int)
-    assert len(set(picks)) == seed_module.LOSS_TEXTS and picks[0] == 0 and picks[-1] == len(public) - 1
+    assert len(public) > evaluator.LOSS_TEXTS  # so the measured texts are a spread of 4,096 of them
+    picks = np.linspace(0, len(public) - 1, evaluator.LOSS_TEXTS).round().astype(int)
+    assert len(set(picks)) == evaluator.LOSS_TEXTS and picks[0] == 0 and picks[-1] == len(public) - 1
     sample = [public[i] for i in picks]
     own = next_token_accuracy(bundle.new_downstream(), bundle.tokenizer, sample, max_len=ev.training.max_len)["loss"]
     assert familiar == pytest.approx(own - ev.public_validation_loss)
@@ -308,7 +308,8 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     training or evaluation resumes there, and the entry is the one an uninterrupted run writes."""
     from conftest import Killed
 
-    from largefedbench.run.seed import METHOD_OUTPUT, Evaluator
+    from largefedbench.run.evaluator import Evaluator
+    from largefedbench.run.seed import METHOD_OUTPUT
 
     _fd, _bundle, root = tiny
     request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False, overrides={"rounds": "2"})
