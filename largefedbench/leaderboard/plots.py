@@ -51,15 +51,21 @@ def frontier_plot(group: Group, path: Path) -> Path:
         if apart:
             ax.scatter([r.epsilon for r in apart], [100 * r.top1 for r in apart], facecolors="none",
                        edgecolors=color, label=f"{name} (unranked / contaminated)")
-    for attr, label, style in (("reference_public", "ε = 0 (public model)", ":"),
-                               ("reference_non_private", "ε = ∞ (non-private)", "--")):
-        values = [getattr(r.entry.metrics, attr).top1.mean for r in group.rows]
-        ax.axhline(100 * sum(values) / len(values), color="0.35", linestyle=style, linewidth=1, label=label)
-    no_signal = [r.entry.metrics.reference_generator_only.top1.mean for r in group.rows
-                 if r.entry.metrics.reference_generator_only is not None]
-    if no_signal:
-        ax.axhline(100 * sum(no_signal) / len(no_signal), color="tab:brown", linestyle="-.", linewidth=1,
+    public = _mean_reference(group, "reference_public")
+    non_private = _mean_reference(group, "reference_non_private")
+    no_signal = _mean_reference(group, "reference_generator_only")
+    ax.axhline(public, color="0.35", linestyle=":", linewidth=1, label="ε = 0 (public model)")
+    if no_signal is not None:
+        ax.axhline(no_signal, color="tab:brown", linestyle="-.", linewidth=1,
                    label="ε = 0 generator-only (no private signal)")
+    zoom = _zoom(private, [v for v in (public, no_signal) if v is not None], non_private)
+    if zoom is None:
+        ax.axhline(non_private, color="0.35", linestyle="--", linewidth=1, label="ε = ∞ (non-private)")
+    else:  # far above every private row: the axis keeps to the rows, the reference is written at its top
+        ax.set_ylim(*zoom)
+        ax.plot([], [], color="0.35", linestyle="--", linewidth=1, label=f"ε = ∞ (non-private): {non_private:.2f} % ↑")
+        ax.annotate(f"↑ ε = ∞ (non-private): {non_private:.2f} %, above the axis", xy=(0.01, 0.98),
+                    xycoords="axes fraction", va="top", fontsize=7, color="0.35")
     if private:
         ax.set_xscale("log")
         low, high = min(r.epsilon for r in private) / 1.6, max(r.epsilon for r in private) * 1.6
@@ -79,6 +85,26 @@ def frontier_plot(group: Group, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _save(fig, path)
+
+
+def _mean_reference(group: Group, attr: str) -> float | None:
+    """A reference row's top-1 (%) averaged over the group's entries; None where no entry carries it."""
+    values = [ref.top1.mean for r in group.rows if (ref := getattr(r.entry.metrics, attr)) is not None]
+    return 100 * sum(values) / len(values) if values else None
+
+
+def _zoom(private: list[Row], references: list[float], non_private: float) -> tuple[float, float] | None:
+    """The y-range of the private rows and the ε = 0 references when the non-private line lies above them by more than
+    their own spread: on a common axis it would squeeze every method into a sliver (None: one axis holds all)."""
+    if not private:
+        return None
+    tops = [100 * (r.top1 + r.entry.metrics.next_token_accuracy.top1.std) for r in private]
+    bottoms = [100 * (r.top1 - r.entry.metrics.next_token_accuracy.top1.std) for r in private]
+    low, high = min(bottoms + references), max(tops + references)
+    spread = max(high - low, 0.5)
+    if non_private - high <= spread:
+        return None
+    return low - 0.08 * spread, high + 0.15 * spread
 
 
 def _label(row: Row) -> str:

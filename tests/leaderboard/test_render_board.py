@@ -227,3 +227,22 @@ def test_of_groups_apart_only_by_their_public_model_the_newest_is_current_and_th
         update={"created_at": "2027-01-01T00:00:00+00:00"}))
     mark_superseded([*groups, elsewhere])
     assert [g.superseded_by for g in (*groups, elsewhere)] == ["", "f" * 12, ""]
+
+
+def test_the_frontier_keeps_to_the_private_rows_when_the_non_private_line_is_far_above():
+    """A non-private line far above the private rows would squeeze them into a sliver: the axis then spans the rows
+    (± their std) and the ε = 0 references, and the non-private value is written at the top instead."""
+    from types import SimpleNamespace
+
+    from largefedbench.leaderboard.plots import _zoom
+
+    def row(top1: float, std: float):
+        stat = SimpleNamespace(std=std)
+        return SimpleNamespace(top1=top1, entry=SimpleNamespace(metrics=SimpleNamespace(
+            next_token_accuracy=SimpleNamespace(top1=stat))))
+
+    rows = [row(0.16, 0.004), row(0.205, 0.002)]
+    low, high = _zoom(rows, [15.3, 15.5], 33.8)
+    assert low < 15.3 and 20.7 < high < 33.8  # the public line and the best row's error bar stay on the axis
+    assert _zoom(rows, [15.3, 15.5], 24.0) is None  # within one spread of the rows: one axis holds all
+    assert _zoom([], [15.3], 33.8) is None
