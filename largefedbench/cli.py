@@ -550,8 +550,9 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--sample", type=int, metavar="K", help="re-run K random ranked entries of the board and mark it")
     p.add_argument("--seed", type=int, default=None, help="with --sample: the random draw's seed (default: random, "
                    "printed and recorded)")
-    p.add_argument("--max-seconds", type=float, default=None, help="with --sample: skip entries whose recorded wall "
-                   "time would pass this many seconds in total")
+    p.add_argument("--max-seconds", type=float, default=None, help="with --sample: skip entries whose recorded time "
+                   "(wall time, or the seeds' method and downstream seconds where more) would pass this many seconds "
+                   "in total")
     p.add_argument("--seeds", default=None, help="re-run only these of the entry's seeds (comma-separated): a spot "
                    "check compared seed for seed")
     p.add_argument("--seeds-per-entry", type=int, default=None, metavar="N", help="with --sample: re-run N seeds of "

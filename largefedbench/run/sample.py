@@ -2,11 +2,11 @@
 
 Forged numbers that agree everywhere can only be caught by re-running. The K entries are drawn uniformly among the
 ranked ones with a recorded random seed (an expensive entry is as likely to be drawn as a cheap one), then re-run
-cheapest first by their recorded wall time, so a time limit (``max_seconds``) skips the long ones rather than the
-short ones. With ``seeds_per_entry``, each drawn entry re-runs only that many of its seeds, drawn with the same
-random seed (a spot check at a fraction of the cost: the seeds run independently). Each finished re-run writes
-``<entry-id>.reproduced.json`` beside its entry (what was compared, when, within which tolerances, the selection,
-the seeds when not all) and the board is rendered again with the marks.
+cheapest first by their recorded time (:func:`recorded_seconds`), so a time limit (``max_seconds``) skips the long
+ones rather than the short ones. With ``seeds_per_entry``, each drawn entry re-runs only that many of its seeds,
+drawn with the same random seed (a spot check at a fraction of the cost: the seeds run independently). Each finished
+re-run writes ``<entry-id>.reproduced.json`` beside its entry (what was compared, when, within which tolerances, the
+selection, the seeds when not all) and the board is rendered again with the marks.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from largefedbench.run.reproduce import Tolerances, reproduce
 class SampledRun:
     path: Path
     entry_id: str
-    recorded_seconds: float  # the entry's recorded wall time, prorated to the seeds re-run
+    recorded_seconds: float  # the entry's recorded seconds, prorated to the seeds re-run
     result: Any = None  # ReproduceResult when the re-run finished
     record: Path | None = None
     skipped: str | None = None  # why it was not re-run (time limit, or the re-run could not start)
@@ -78,11 +78,19 @@ def record_reproduction(result: Any, entry_path: Path, *, tolerances: Tolerances
     return path
 
 
+def recorded_seconds(entry: Any) -> float:
+    """What re-running ``entry`` takes: its wall time, or its seeds' method and downstream seconds where more (an
+    entry written before 2026-11-29 recorded only the wall time of the process that finished it: a resumed run's last
+    seed)."""
+    costs = entry.costs
+    return max(costs.wall_seconds, len(entry.seeds) * (costs.method_seconds + costs.downstream_seconds))
+
+
 def draw(reports: list[EntryReport], k: int, seed: int) -> list[EntryReport]:
-    """``k`` ranked entries drawn uniformly with ``seed``, ordered cheapest first (recorded wall time, then id)."""
+    """``k`` ranked entries drawn uniformly with ``seed``, ordered cheapest first (recorded seconds, then id)."""
     ranked = sorted((r for r in reports if r.status == "ranked"), key=lambda r: r.entry.entry_id)
     chosen = random.Random(seed).sample(ranked, min(k, len(ranked)))
-    return sorted(chosen, key=lambda r: (r.entry.costs.wall_seconds, r.entry.entry_id))
+    return sorted(chosen, key=lambda r: (recorded_seconds(r.entry), r.entry.entry_id))
 
 
 def draw_seeds(seeds: list[int], n: int | None, rng: random.Random) -> list[int] | None:
@@ -119,7 +127,7 @@ def reproduce_sample(board: Path, k: int, *, seed: int | None = None, home: Path
         entry = report.entry
         seeds = None if entry.audit is not None else draw_seeds(list(entry.seeds), seeds_per_entry, seed_rng)
         share = 1.0 if seeds is None else len(seeds) / len(entry.seeds)
-        run = SampledRun(report.path, entry.entry_id, entry.costs.wall_seconds * share, seeds=seeds)
+        run = SampledRun(report.path, entry.entry_id, recorded_seconds(entry) * share, seeds=seeds)
         result.runs.append(run)
         elapsed = time.perf_counter() - start
         if max_seconds is not None and elapsed + run.recorded_seconds > max_seconds:

@@ -37,6 +37,7 @@ def board(tmp_path) -> Path:
     for i, wall in enumerate(WALL):
         data = relabel(base, entry_id=f"dp-fedavg--demo--tiny--eps1--copy{i}")
         data["costs"]["wall_seconds"] = wall
+        data["costs"]["method_seconds"], data["costs"]["downstream_seconds"] = 1.0, 0.5  # the wall time decides
         _save(folder, data)
     _save(folder, relabel(with_seeds(base, [0]), entry_id="dp-fedavg--demo--tiny--eps1--one-seed"))
     render_board(folder)
@@ -141,6 +142,20 @@ def test_a_time_limit_skips_the_expensive_draws(board):
     result = reproduce_sample(board, len(WALL), seed=0, runner=runner, max_seconds=100)
     assert sorted(_wall(board, e) for e in runner.calls) == [10.0, 20.0, 40.0]
     assert [r.entry_id for r in result.runs if r.skipped and "limit" in r.skipped] and not result.ok
+
+
+def test_an_entry_finished_by_a_resumed_run_counts_its_seeds_time_not_its_last_process(board):
+    """Entries before 2026-11-29 recorded the wall time of the process that finished them: a run resumed for its last
+    seed wrote a fraction of what re-running it takes. Its seeds' method and downstream seconds say more."""
+    path = next(board.rglob("*copy4.json"))  # recorded wall 10 s
+    data = json.loads(path.read_text())
+    data["costs"]["method_seconds"], data["costs"]["downstream_seconds"] = 400.0, 100.0
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False))
+    runner = FakeRunner()
+    result = reproduce_sample(board, len(WALL), seed=0, runner=runner, max_seconds=100, render=False)
+    assert "dp-fedavg--demo--tiny--eps1--copy4" not in runner.calls
+    skipped = next(r for r in result.runs if r.entry_id.endswith("copy4"))
+    assert skipped.recorded_seconds == 1500.0 and "limit" in skipped.skipped
 
 
 def test_a_stale_or_forged_record_is_not_shown(board):
