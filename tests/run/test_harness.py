@@ -207,8 +207,12 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
     assert nonpriv.path.parent == tmp_path / "entries" / "demo" / "non-private"
     # the same command again reuses the finished seed instead of training again
     again: list[str] = []
-    run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, home=root, progress=False), log=again.append)
+    reused = run_eval(EvalRequest(method="non-private", seeds=(0,), out=tmp_path, home=root, progress=False),
+                      log=again.append)
     assert any("already done" in line for line in again) and not any("running" in line for line in again)
+    costs = reused.entry.costs  # the entry still counts the seed's time, though this process did not spend it
+    assert costs.wall_seconds >= costs.method_seconds + costs.downstream_seconds == pytest.approx(
+        nonpriv.entry.costs.method_seconds + nonpriv.entry.costs.downstream_seconds)
 
 
 def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
