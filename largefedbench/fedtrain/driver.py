@@ -64,11 +64,18 @@ class Server:
         raise NotImplementedError
 
 
-def release_round(fed, server: Server, r: int) -> dict[str, Any]:
-    """One round: the server's release through the federation's door, then its step; returns the round's record."""
+def release_round(fed, server: Server, r: int, public=None) -> dict[str, Any]:
+    """One round: the server's release through the federation's door, then its step; returns the round's record.
+    With ``public`` (its ``bar``), a progress bar counts the round's clients chunk by chunk."""
     rel = server.release(r)
-    noisy = fed.private_sum(rel.cohort, rel.client_fn, clip=rel.clip, mechanism=rel.mechanism, batched=True,
-                            chunk_clients=rel.chunk_clients, broadcast=rel.broadcast)
+    bar = None if public is None else public.bar(total=len(rel.cohort), desc=f"round {r}: clients", leave=False)
+    try:
+        noisy = fed.private_sum(rel.cohort, rel.client_fn, clip=rel.clip, mechanism=rel.mechanism, batched=True,
+                                chunk_clients=rel.chunk_clients, broadcast=rel.broadcast,
+                                progress=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
     return {**rel.row, **(server.step(noisy, rel) or {})}
 
 
@@ -96,7 +103,7 @@ def train_rounds(fed, public, server: Server, *, rounds: int, desc: str, first: 
         loop.history.append({"round": first - 1, "cohort_size": 0, "validation_top1": scored(first - 1)})
     for r in loop:
         record = {"phase": phase} if phase is not None else {}
-        record.update({"round": r, **release_round(fed, server, r)})
+        record.update({"round": r, **release_round(fed, server, r, public)})
         if validate is not None and (r % eval_every == 0 or r == last):
             record["validation_top1"] = scored(r)
         loop.history.append(record)
