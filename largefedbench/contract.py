@@ -169,9 +169,9 @@ class PublicResources:
         return self.run_dir / checkpoints.checkpoint_name(stage) if self.run_dir is not None else None
 
     def save_round(self, fed, round_index: int, state: dict[str, Any], stage: str | None = None) -> None:
-        """Checkpoint after a completed round: the method's ``state`` (tensors, numbers, lists) and the
-        federation's (RNG, ledger, costs), written atomically so a killed run resumes from here. ``stage`` names
-        a phase with its own checkpoint (e.g. public pretraining before the private rounds)."""
+        """Checkpoint after a completed round: the method's ``state`` (tensors, numbers, lists), the federation's
+        (RNG, ledger, costs) and the method's time so far, written atomically so a killed run resumes from here.
+        ``stage`` names a phase with its own checkpoint (e.g. public pretraining before the private rounds)."""
         path = self._checkpoint_path(stage)
         if path is not None:
             checkpoints.save_round(path, fed, round_index, state)

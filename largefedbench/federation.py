@@ -133,7 +133,7 @@ class Federation:
         self._ids: list[str] = list(clients.ids)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.costs = CostMeter()
-        #: the method's wall time and stage seconds, carried through round checkpoints (the harness starts it)
+        #: the method's wall time and stage seconds; the harness starts it, round checkpoints carry it
         self.clock = JobClock()
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1FB]))
         self._noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD9]))
@@ -280,7 +280,8 @@ class Federation:
 
     # -- resume ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to continue exactly: RNG states, round, ledger, costs."""
+        """Everything a resumed run needs to continue exactly: RNG states, round, ledger, costs, releases (the
+        method's time so far is its clock's, which round checkpoints store beside this)."""
         return {
             "round": self._round,
             "rng": self._rng.bit_generator.state,
@@ -289,7 +290,6 @@ class Federation:
             "ledger": self.ledger.to_dict(),
             "costs": [dict(r) for r in self.costs.rounds],
             "releases": [dict(r) for r in self.releases],
-            "clock": self.clock.state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -307,7 +307,6 @@ class Federation:
         self.ledger = PrivacyLedger.from_dict(state["ledger"])
         self.costs.rounds = [dict(r) for r in state["costs"]]
         self.releases = [dict(r) for r in state.get("releases", [])]  # checkpoints before issue 29 have none
-        self.clock.resume(state.get("clock"))  # older checkpoints have none: counted from this process
 
     def _shuffled(self, noisy: Any) -> Any:
         """``noisy`` with its values in a random order drawn from the seed and the release's index (public)."""

@@ -2,8 +2,9 @@
 
 Library code wraps its expensive steps — ``with stage("generation"):`` around sampling, ``"embedding"``,
 ``"clients"`` (a release's client computation, clipping and noise), ``"dpo"``, ``"sft"``, ``"downstream"`` (training
-the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads :func:`totals` before
-and after a seed (issue 26: the entry's ``costs.stage_seconds``). Stages nest: FID's embedding inside a POPri
+the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads them per seed (issue 26:
+the entry's ``costs.stage_seconds``): the method's through a :class:`JobClock`, which a resumed run carries through
+its round checkpoint, the evaluation's from two :func:`totals` readings. Stages nest: FID's embedding inside a POPri
 round counts as embedding, not twice. Time outside every stage is the rest (the method's own bookkeeping).
 """
 
@@ -105,7 +106,8 @@ class JobClock:
         return out
 
     def state(self) -> dict[str, object]:
-        return {"seconds": self.seconds(), "stages": {name: self.stages()[name] for name in STAGES}}
+        stages = self.stages()
+        return {"seconds": sum(stages.values()), "stages": {name: stages[name] for name in STAGES}}
 
     def resume(self, state: dict[str, object] | None) -> None:
         """Continue from a checkpoint's :meth:`state` (None: a checkpoint older than the clock, counted from here)."""

@@ -66,9 +66,9 @@ class Server:
 
 def release_round(fed, server: Server, r: int, public=None) -> dict[str, Any]:
     """One round: the server's release through the federation's door, then its step; returns the round's record.
-    With ``public`` (its ``bar``), a progress bar counts the round's clients chunk by chunk."""
+    With ``public`` (its ``bar``), a progress bar of the round's clients, chunk by chunk."""
     rel = server.release(r)
-    bar = None if public is None else public.bar(total=len(rel.cohort), desc=f"round {r}: clients", leave=False)
+    bar = None if public is None else _clients_bar(public, rel.cohort, fed.n_clients, r)
     try:
         noisy = fed.private_sum(rel.cohort, rel.client_fn, clip=rel.clip, mechanism=rel.mechanism, batched=True,
                                 chunk_clients=rel.chunk_clients, broadcast=rel.broadcast,
@@ -77,6 +77,15 @@ def release_round(fed, server: Server, r: int, public=None) -> dict[str, Any]:
         if bar is not None:
             bar.close()
     return {**rel.row, **(server.step(noisy, rel) or {})}
+
+
+def _clients_bar(public, cohort, n_clients: int, r: int):
+    """A bar over a cohort whose size is public (full participation, a fixed-size epoch cohort). A Poisson cohort's
+    size is private (``rounds.cohort_fields``): its bar says the expected size and the time, never a count."""
+    if cohort.sample_rate >= 1.0 or getattr(cohort, "sampling", "poisson") != "poisson":
+        return public.bar(total=len(cohort), desc=f"round {r}: clients", leave=False)
+    expected = round(cohort.sample_rate * n_clients)
+    return public.bar(desc=f"round {r}: ~{expected} clients expected", leave=False, bar_format="{desc}, {elapsed}")
 
 
 def train_rounds(fed, public, server: Server, *, rounds: int, desc: str, first: int = 0,

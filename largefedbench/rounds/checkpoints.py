@@ -29,21 +29,27 @@ def checkpoint_files(folder: Path) -> list[Path]:
 
 
 def save_round(path: Path, fed, round_index: int, state: dict[str, Any]) -> None:
-    """Write round ``round_index``'s method ``state`` (tensors, numbers, lists) and ``fed.state_dict()`` (RNG,
-    ledger, costs) to ``path`` atomically."""
+    """Write round ``round_index``'s method ``state`` (tensors, numbers, lists), ``fed.state_dict()`` (RNG, ledger,
+    costs, releases) and the method's time so far (``fed.clock``, :class:`~largefedbench.timing.JobClock`) to
+    ``path`` atomically."""
     import torch
 
+    clock = getattr(fed, "clock", None)  # a test's stand-in federation may have none
     buf = io.BytesIO()
-    torch.save({"round": int(round_index), "method": state, "federation": fed.state_dict()}, buf)
+    torch.save({"round": int(round_index), "method": state, "federation": fed.state_dict(),
+                "clock": None if clock is None else clock.state()}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
 
 def load_round(path: Path, fed) -> tuple[int, dict[str, Any]] | None:
-    """``(last completed round, method state)`` saved at ``path``, restoring ``fed``; None without a checkpoint."""
+    """``(last completed round, method state)`` saved at ``path``, restoring ``fed`` and adding the saved time to its
+    clock (a checkpoint older than the clock adds none); None without a checkpoint."""
     if not path.exists():
         return None
     import torch
 
     saved = torch.load(path, map_location="cpu", weights_only=False)
     fed.load_state_dict(saved["federation"])
+    if getattr(fed, "clock", None) is not None:
+        fed.clock.resume(saved.get("clock"))
     return int(saved["round"]), saved["method"]

@@ -286,6 +286,11 @@ def shipped_public_model(profile, public_kind: str, corpus_sha256: str | None = 
     return json.loads((folder / "pretraining.json").read_text())["sha256"][:12] if folder is not None else None
 
 
+def _seed_wall(result: SeedResult) -> float:
+    """A seed's wall time; a result stored before it was recorded counts its method and downstream seconds."""
+    return result.wall_seconds if result.wall_seconds is not None else result.method_seconds + result.downstream_seconds
+
+
 def _reference(prep: Prepared, ev: Evaluator, name: str, seed: int, log: Callable[[str], None]) -> dict[str, float]:
     """The reference row ``name`` of ``seed``, computed by one run at a time among those sharing the home."""
     what = f"{name} reference" + ("" if name == "public" else f" of seed {seed}")
@@ -313,7 +318,7 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     with_generator_row = (prep.method_cls.output == "synthetic text" and prep.method_cls.fixed_epsilon is None
                           and not prep.declared)
     public = _reference(prep, ev, "public", request.seeds[0], log)
-    in_seeds = 0.0  # this process's time in run_seed: replaced by each seed's own method and downstream seconds
+    in_seeds = 0.0  # this process's time in run_seed: replaced by each seed's own wall time (earlier processes' too)
     for seed in request.seeds:
         t_seed = time.perf_counter()
         results.append(run_seed(prep, ev, seed, log, audit))
@@ -324,8 +329,8 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     section = None if audit is None else audit.section([r.to_json() for r in results], prep.budget)
     entry = build_entry(prep, bundle, results, reference_public=public, reference_non_private=non_private,
                         reference_generator_only=generator_only or None, novel=ev.novel.describe(),
-                        wall_seconds=time.perf_counter() - start - in_seeds + sum(
-                            r.method_seconds + r.downstream_seconds for r in results), command=prep.request.command or command_for(prep),
+                        wall_seconds=time.perf_counter() - start - in_seeds + sum(map(_seed_wall, results)),
+                        command=prep.request.command or command_for(prep),
                         audit=section)
     from largefedbench.evaluation.plots import write_entry_plots
 

@@ -1,6 +1,7 @@
 """The evaluator of a run: validation and test texts, downstream training, the metrics of a synthetic set and the
 cached reference rows (public, non-private, generator-only). Its source is part of the reference rows' cache key
-(``run/reference_code.py``), so the method-running code lives apart, in ``run/seed.py``."""
+(``run/reference_code.py``), as is that of ``run/seed.py``, whose run of a reference method (``lfb eval --method
+non-private``) stores its rows for later runs."""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ sampler changed (issue 26), and entries made afterwards reported their gain over
 had written (seed 0: 15.51 % cached, 15.10 % recomputed by the current code). The fingerprint hashes the source of
 the modules a reference row runs, so a change to any of them computes the rows again; the key also names the
 generator's weights and the dtype the row samples in (``LFB_GENERATION_DTYPE``), which no source file shows.
+Not covered, on purpose: the data layer (the snapshot's content hash is in the key) and the federation (the
+non-private row takes its spans through ``release_without_noise``, which returns the snapshot's spans as they are).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 #: method, the reference methods and the harness code that calls them
 BASE_MODULES: tuple[str, ...] = (
     "largefedbench.models", "largefedbench.evaluation", "largefedbench.contract", "largefedbench.methods.references",
-    "largefedbench.run.evaluator",
+    "largefedbench.run.evaluator", "largefedbench.run.seed",
 )
 #: what the generator-only row runs besides: sampling, prompts and texts
 GENERATOR_ONLY_MODULES: tuple[str, ...] = ("largefedbench.synthetic", "largefedbench.methods.generator_only")

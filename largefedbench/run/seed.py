@@ -36,6 +36,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         log(f"seed {seed}: already done, reusing {done}")
         return SeedResult.from_json(json.loads(done.read_text()), done)
     cls, budget = prep.method_cls, prep.budget
+    t_seed = time.perf_counter()
     seed_dir.mkdir(parents=True, exist_ok=True)
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     fed.budget = budget  # a release that would break the budget stops the run before it happens
@@ -49,8 +50,10 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         artifact = cls().train(fed, public, prep.config, budget)
         calibrations = jsonable(budget.calibrations[calibrated:])
         method_seconds, method_stages = fed.clock.seconds(), fed.clock.stages()
+        carried = fed.clock.before_seconds  # what earlier processes spent on the rounds this one resumed after
     else:
         artifact, calibrations, method_seconds, method_stages = kept
+        carried = method_seconds
         log(f"seed {seed}: {prep.method.name} had finished; evaluating what it produced ({output})")
     t_mid, stages_mid = time.perf_counter(), timing.totals()
     if audit is not None:
@@ -103,6 +106,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
         made_with={"lfb_version": __version__, "git_commit": git_commit()},
+        wall_seconds=time.perf_counter() - t_seed + carried,
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free

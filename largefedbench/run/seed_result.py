@@ -41,12 +41,13 @@ class SeedResult:
     stage_seconds: dict[str, float] | None = None  # wall seconds per stage (largefedbench.timing), method and evaluation
     calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
     made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
+    wall_seconds: float | None = None  # the seed's wall time, earlier processes' completed work included (None: older)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
-        statistics, ``stage_seconds``, ``calibrations``, ``made_with``) only when set."""
+        statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``) only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with"):
+        for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds"):
             if data[key] is None:
                 del data[key]
         return data

@@ -13,8 +13,9 @@ from largefedbench.run.reference_code import _sources, reference_code_fingerprin
 def test_the_generator_only_fingerprint_covers_the_sampler_and_the_others_the_downstream_training():
     names = {name: {p.name for m in reference_code.reference_modules(name) for p in _sources(m)[1]}
              for name in ("public", "non-private", "generator-only")}
-    assert {"generation.py", "prompts.py", "downstream.py", "generator_only.py", "evaluator.py"} <= names["generator-only"]
-    assert {"downstream.py", "references.py", "contract.py", "evaluator.py"} <= names["non-private"] == names["public"]
+    harness = {"evaluator.py", "seed.py"}  # the evaluator, and run_seed, which stores a reference method's own rows
+    assert {"generation.py", "prompts.py", "downstream.py", "generator_only.py", *harness} <= names["generator-only"]
+    assert {"downstream.py", "references.py", "contract.py", *harness} <= names["non-private"] == names["public"]
     assert "generation.py" not in names["public"]  # a sampler change does not recompute the rows that sample nothing
     fps = {name: reference_code_fingerprint(name) for name in names}
     assert all(len(fp) == 16 for fp in fps.values()) and fps["generator-only"] != fps["public"]
