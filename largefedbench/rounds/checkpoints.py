@@ -51,5 +51,6 @@ def load_round(path: Path, fed) -> tuple[int, dict[str, Any]] | None:
     saved = torch.load(path, map_location="cpu", weights_only=False)
     fed.load_state_dict(saved["federation"])
     if getattr(fed, "clock", None) is not None:
-        fed.clock.resume(saved.get("clock"))
+        # commits 18932f3..0dcd67f kept the clock inside the federation's state
+        fed.clock.resume(saved.get("clock", saved["federation"].get("clock")))
     return int(saved["round"]), saved["method"]
