@@ -186,9 +186,9 @@ def test_empty_cohorts_and_bad_input_get_clear_errors(split):
 #: counts, the ledger and costs, the noise-free and shuffled diagnostics' flags and the audit's hooks — nothing that returns
 #: per-client rows
 # door_seconds: wall seconds spent in private_sum (the rounds loop's server time is the rest), no client data
-PUBLIC_API = {"budget", "client_ids", "client_outputs", "costs", "door_seconds", "epoch", "everyone", "ledger",
-              "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum", "release_without_noise", "releases", "round",
-              "sample", "shuffle_releases", "state_dict"}
+PUBLIC_API = {"budget", "client_ids", "client_outputs", "clock", "costs", "door_seconds", "epoch", "everyone",
+              "ledger", "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum",
+              "release_without_noise", "releases", "round", "sample", "shuffle_releases", "state_dict"}
 
 
 def test_the_public_federation_api_has_no_per_client_row_method(split):
