@@ -47,7 +47,7 @@ Deviations: :data:`DEVIATIONS` (also in the artifact's ``info["deviations"]``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from itertools import combinations
@@ -56,6 +56,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from largefedbench import __version__
 from largefedbench.contract import Artifact, Method
 from largefedbench.errors import InputError, MethodError
 from largefedbench.fedtrain import (
@@ -72,10 +73,11 @@ from largefedbench.fedtrain.generator import lora_generator, require_private_bud
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import cohort_fields, record_unreleased, unreleased_path
+from largefedbench.rounds import RoundsLoop, cohort_fields, record_unreleased, unreleased_path
 from largefedbench.synthetic.dpo import dpo_update
 from largefedbench.synthetic.generation import seed_for
 from largefedbench.synthetic.generator_rounds import Batch, final_set, sample_batch
+from largefedbench.synthetic.lora import load_lora_state, lora_state
 from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
@@ -549,24 +551,28 @@ class FedBis(Method):
         if cfg.record_agreement:
             unreleased_path(public)  # fails now, not after the first round, if the run has no folder
 
-        pool = self._pair_pool(generator, tok, examples, cfg, public)
-        if len(pool) < cfg.pairs_per_client + cfg.validation_pairs:
-            raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
-                              f"{cfg.pairs_per_client + cfg.validation_pairs}; raise pool_pairs or lower pairs_per_client")
-        task = SelectorTask(tok, pool.a, pool.b, cfg.candidate_tokens, cfg.selector_dtype)
         selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
                                   top_layers=cfg.selector_layers)
-        frozen = task.freeze_prefix(selector, cfg.selector_batch_size, public.progress)
-        run = _SelectorTraining(self, fed, public, cfg, pool, task, FlatParams(selector), sigma, sigma_g)
+        run = _SelectorTraining(self, fed, public, cfg, lambda: self._pair_pool(generator, tok, examples, cfg, public),
+                                FlatParams(selector), sigma, sigma_g)
         run.train()
+        pool_pairs, frozen = run.pool_info()
 
-        dpo, labels_info = self._rlhf(generator, tok, examples, cfg, public, run)
+        # DPO is a stage with its own checkpoint: a run killed after it resumes at the final samples
+        stage = RoundsLoop(fed, public, DpoStage(lora_state(generator), {}, {}), rounds=1, desc=f"{self.name}: dpo",
+                           stage="dpo", fingerprint={"phase": "dpo", "lfb": __version__})
+        if stage.resumed:
+            load_lora_state(generator, stage.state.lora)
+        for _ in stage:
+            dpo, labels_info = self._rlhf(generator, tok, examples, cfg, public, run)
+            stage.state = DpoStage(lora_state(generator), dpo, labels_info)
+        dpo, labels_info = stage.state.metrics, stage.state.labels
         texts, _ = final_set(generator, tok, examples, cfg, public, cfg.n_synthetic)
         info = {
             "noise_multiplier": sigma, "sample_rate": cfg.sample_rate, "rounds": cfg.rounds, "clip": cfg.clip,
             "selectors": self.n_selectors(cfg), "grouping_noise_multiplier": sigma_g or None,
             "selector_layers_run_once": frozen,
-            "pool_pairs": len(pool), "dpo": dpo, **labels_info, "deviations": list(DEVIATIONS),
+            "pool_pairs": pool_pairs, "dpo": dpo, **labels_info, "deviations": list(DEVIATIONS),
         }
         dpo_row = {"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}
         return Artifact.synthetic(texts, **info, history=run.history + [dpo_row])
@@ -654,22 +660,36 @@ class FedBiscuit(FedBis):
 @dataclass
 class SelectorState:
     """The selector rounds' state: every selector's adapter weights, each client's selector (a function of the noisy
-    grouping release) and the public group sizes (⌈n/U⌉ or ⌊n/U⌋ each)."""
+    grouping release), the public group sizes (⌈n/U⌉ or ⌊n/U⌋ each), and the public pair pool's size and the
+    selector layers run once over it (None in a checkpoint of an earlier version)."""
 
     weights: list[torch.Tensor]
     group: np.ndarray | None
     sizes: np.ndarray | None
+    pool_pairs: int | None = None
+    frozen_layers: int | None = None
+
+
+@dataclass
+class DpoStage:
+    """What the DPO stage's checkpoint keeps: the generator's adapter after DPO, DPO's metrics and the labels' summary."""
+
+    lora: dict[str, torch.Tensor]
+    metrics: dict[str, Any]
+    labels: dict[str, Any]
 
 
 class _SelectorTraining(Server):
     """The server of FedBis's selector rounds (U = 1) or FedBiscuit's schedule (warm-up, grouping and clustered
     rounds), run by the one federated-training driver with per-round checkpoints."""
 
-    def __init__(self, method: FedBis, fed, public, cfg, pool: PairPool, task: SelectorTask, adapter: FlatParams,
+    def __init__(self, method: FedBis, fed, public, cfg, make_pool: Callable[[], PairPool], adapter: FlatParams,
                  sigma: float, sigma_g: float) -> None:
         super().__init__(None)
         self.method, self.fed, self.public, self.cfg = method, fed, public, cfg
-        self.pool, self.task, self.adapter = pool, task, adapter
+        self.make_pool, self.adapter = make_pool, adapter
+        self.pool: PairPool | None = None
+        self.task: SelectorTask | None = None
         self.sigma, self.sigma_g = sigma, sigma_g
         self.n_sel = method.n_selectors(cfg)
         self.settings = cfg.fedavg(fed.n_clients)
@@ -682,6 +702,29 @@ class _SelectorTraining(Server):
         loop = train_rounds(self.fed, self.public, self, rounds=len(self.steps), desc=f"{self.method.name}: selectors")
         self.history = loop.history
 
+    def pool_info(self) -> tuple[int, int]:
+        """The pair pool's size and the selector layers run once over it (a checkpoint of an earlier version does not
+        carry them: the pool is built again)."""
+        if self.state.pool_pairs is None:
+            self._prepare()
+        return int(self.state.pool_pairs), int(self.state.frozen_layers)
+
+    def _prepare(self) -> None:
+        """The public pair pool and the selector's frozen layers run once over it, before the first round this process
+        runs: a run resumed after its last selector round (in DPO) needs neither, and skips their minutes."""
+        if self.pool is not None:
+            return
+        cfg = self.cfg
+        pool = self.make_pool()
+        if len(pool) < self.pairs_total:
+            raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
+                              f"{self.pairs_total}; raise pool_pairs or lower pairs_per_client")
+        self.task = SelectorTask(self.public.models.generator_tokenizer, pool.a, pool.b, cfg.candidate_tokens,
+                                 cfg.selector_dtype)
+        self.state.frozen_layers = self.task.freeze_prefix(self.adapter.model, cfg.selector_batch_size,
+                                                           self.public.progress)
+        self.state.pool_pairs, self.pool = len(pool), pool
+
     def scores(self, task: SelectorTask, u: int) -> np.ndarray:
         """Selector u's averaged log-odds for A on every pair of ``task``."""
         self.adapter.set(self.state.weights[u])
@@ -689,6 +732,7 @@ class _SelectorTraining(Server):
 
     # -- the driver's server interface ---------------------------------------------------------------------
     def release(self, i: int) -> Release:
+        self._prepare()
         kind, index = self.current = self.steps[i]
         return self._grouping(index) if kind == "group" else self._selector_round(kind, index)
 
@@ -711,7 +755,7 @@ class _SelectorTraining(Server):
         return {"selectors": list(range(self.n_sel))}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.state.weights, "group": self.state.group, "sizes": self.state.sizes}
+        return dict(vars(self.state))
 
     def _record_agreement(self, release: Release) -> None:
         """After a selector round's release: its agreement tally to the run folder's unreleased file."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import federation_and_public, train_end_to_end
+from timing_free import without_timing
 
 from largefedbench.errors import InputError
 from largefedbench.federation import Federation
@@ -372,18 +373,50 @@ def _check_ledger(method, cfg, fed, info, budget):
 
 
 @pytest.mark.slow
-def test_fedbis_end_to_end(tiny, tmp_path):
+def test_fedbis_end_to_end_and_its_resumes_after_the_selectors_and_after_dpo(tiny, tmp_path, monkeypatch):
     """FedBis with the cpu preset's two speed settings: bf16 selector training and DPO micro-batches whose gradients
-    are accumulated (an optimizer step every 3 micro-batches of 2 pairs)."""
+    are accumulated (an optimizer step every 3 micro-batches of 2 pairs). Killed after the last selector round, then
+    after DPO, it ends with the texts, info and ledger of a run never killed; a resume in DPO builds no pair pool (the
+    minutes of generation and frozen layers the selector rounds need), a resume after DPO runs no DPO."""
+    from conftest import Killed, killed_after
+
     cfg = dataclasses.replace(FedBisConfig.tiny(), selector_dtype="bfloat16", dpo_batch_size=2,
                               dpo_gradient_accumulation=3)
-    fed, art = train_end_to_end(tiny, tmp_path, FedBis(), cfg, BUDGET)
+    fed, art = train_end_to_end(tiny, tmp_path / "a", FedBis(), cfg, BUDGET)
     assert art.kind == "synthetic text" and len(art.texts) >= 0.8 * cfg.n_synthetic
     _check_ledger(FedBis(), cfg, fed, art.info, BUDGET)
     dpo = art.info["dpo"]
-    assert art.info["selectors"] == 1 and art.info["dpo_pairs"] > 0
+    assert art.info["selectors"] == 1 and art.info["dpo_pairs"] > 0 and art.info["pool_pairs"] > 0
     assert dpo["steps"] == cfg.dpo_epochs * math.ceil(dpo["n_trained_pairs"] / 6) > 0
     assert [h["phase"] for h in art.history] == ["selector"] * cfg.rounds + ["dpo"]
+
+    calls = {"pool": 0, "dpo": 0}
+    pool, rlhf = FedBis._pair_pool, FedBis._rlhf
+
+    def counted(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(FedBis, "_pair_pool", counted("pool", pool))
+    monkeypatch.setattr(FedBis, "_rlhf", counted("dpo", rlhf))
+    with pytest.raises(Killed):
+        train_end_to_end(tiny, tmp_path / "b", FedBis(), cfg, BUDGET, resources=killed_after(cfg.rounds - 1))
+    assert calls == {"pool": 1, "dpo": 0}
+    with pytest.raises(Killed):
+        train_end_to_end(tiny, tmp_path / "b", FedBis(), cfg, BUDGET, resources=killed_after(0, stage="dpo"))
+    assert calls == {"pool": 1, "dpo": 1}
+    fed_b, resumed = train_end_to_end(tiny, tmp_path / "b", FedBis(), cfg, BUDGET)
+    assert calls == {"pool": 1, "dpo": 1}
+
+    def untimed(a):  # DPO's wall seconds differ between any two runs
+        info = {**a.info, "dpo": {k: v for k, v in a.info["dpo"].items() if k != "seconds"}}
+        return a.texts, info, [{k: v for k, v in row.items() if k != "seconds"} for row in without_timing(a.history)]
+
+    assert untimed(resumed) == untimed(art)
+    one, two = fed.state_dict(), fed_b.state_dict()
+    assert (one["ledger"], one["round"], one["rng"]) == (two["ledger"], two["round"], two["rng"])
 
 
 @pytest.mark.slow
