@@ -88,13 +88,17 @@ class Evaluator:
         picked = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).choice(len(pool), size=k, replace=False)
         return [pool[i] for i in sorted(picked)]
 
-    def train_on(self, texts: list[str], seed: int):
+    def fine_tune(self, texts: list[str], seed: int):
+        """The ε = 0 downstream model fine-tuned on ``texts`` and the public replay, at its best validation epoch
+        (:class:`~largefedbench.evaluation.downstream.DownstreamResult`)."""
         from largefedbench.evaluation import train_downstream
 
         texts = list(texts) + self.replay_texts(len(texts), seed)
-        result = train_downstream(self.bundle.new_downstream(), self.bundle.tokenizer, texts, self.validation_texts,
-                                  seed=seed, progress=self.prep.request.progress, **self.training.as_kwargs())
-        return result.model
+        return train_downstream(self.bundle.new_downstream(), self.bundle.tokenizer, texts, self.validation_texts,
+                                seed=seed, progress=self.prep.request.progress, **self.training.as_kwargs())
+
+    def train_on(self, texts: list[str], seed: int):
+        return self.fine_tune(texts, seed).model
 
     def public_resources(self, seed: int, run_dir: Path | None) -> PublicResources:
         return PublicResources(

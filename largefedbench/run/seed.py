@@ -19,7 +19,7 @@ from largefedbench.io import atomic_write_json
 from largefedbench.privacy import PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, over_budget
 from largefedbench.run.evaluator import REFERENCE_ROWS, Evaluator
-from largefedbench.run.seed_result import SeedResult, jsonable
+from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonable
 
 if TYPE_CHECKING:
     from largefedbench.run.eval import Prepared
@@ -82,9 +82,11 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         save_method_output(output, fed, artifact, calibrations, method_seconds, method_stages, stamp)
     t1 = time.perf_counter()
     stats: dict[str, float] = {}
+    downstream = None
     if artifact.kind == "synthetic text":
         log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
-        model = ev.train_on(artifact.texts, seed)
+        tuned = ev.fine_tune(artifact.texts, seed)
+        model, downstream = tuned.model, downstream_summary(tuned)
         from largefedbench.models import embed
 
         synth = embed(artifact.texts, ev.bundle.embedder)
@@ -106,7 +108,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
         made_with={"lfb_version": __version__, "git_commit": git_commit()},
-        wall_seconds=time.perf_counter() - t_seed + carried,
+        wall_seconds=time.perf_counter() - t_seed + carried, downstream=downstream,
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free

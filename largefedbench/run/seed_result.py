@@ -13,7 +13,7 @@ import numpy as np
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.schema import SYNTHETIC_TEXT_STATS
 
-__all__ = ["SeedResult", "jsonable"]
+__all__ = ["SeedResult", "downstream_summary", "jsonable"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,14 @@ class SeedResult:
     calibrations: list[dict[str, Any]] | None = None  # the method's budget.calibrate calls (PrivacyBudget.calibrations)
     made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
     wall_seconds: float | None = None  # the seed's wall time, earlier processes' completed work included (None: older)
+    downstream: dict[str, Any] | None = None  # synthetic-text methods: the fine-tuning's kept epoch (downstream_summary)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
         statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``) only when set."""
         data = dataclasses.asdict(self)
-        for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds"):
+        for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds",
+                    "downstream"):
             if data[key] is None:
                 del data[key]
         return data
@@ -62,6 +64,14 @@ class SeedResult:
             raise InputError(f"{where} is not a seed result (missing {', '.join(missing)}): delete its seed folder "
                              "to run that seed again")
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def downstream_summary(tuned) -> dict[str, Any]:
+    """What a seed keeps of its downstream fine-tuning (a :class:`~largefedbench.evaluation.downstream.DownstreamResult`):
+    the kept epoch — 0 is the ε = 0 model as given, so the synthetic set never raised validation top-1 above it and
+    the seed's test numbers are the public row's — and validation top-1 after each epoch (epoch 0 first)."""
+    return {"best_epoch": int(tuned.best_epoch), "epochs": len(tuned.history) - 1,
+            "validation_top1": [round(float(r.validation["top1"]), 6) for r in tuned.history]}
 
 
 def jsonable(obj: Any) -> Any:

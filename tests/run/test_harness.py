@@ -258,6 +258,12 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert result.entry.public is None and result.entry.public_kind == "split"  # tiny: the snapshot's public split
     report, = validate_paths([result.path])
     assert report.valid, [f.message for f in report.findings]
+    # the seed keeps its downstream fine-tuning's epochs: the kept one is the first with the best validation top-1
+    stored = json.loads(next(tmp_path.glob(".runs/popri--*/seed-0/result.json")).read_text())
+    tuned = stored["downstream"]
+    assert tuned["epochs"] == len(tuned["validation_top1"]) - 1 >= 1
+    assert tuned["best_epoch"] == tuned["validation_top1"].index(max(tuned["validation_top1"]))
+    assert tuned["validation_top1"][tuned["best_epoch"]] == pytest.approx(stored["validation"]["top1"], abs=1e-6)
 
     # the no-signal row is a method of its own too: ε = 0, nothing released, the untouched generator's text
     row = run_eval(EvalRequest(method="generator-only", seeds=(0,), out=tmp_path, home=root, progress=False),
