@@ -46,7 +46,8 @@ class SeedResult:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
-        statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``) only when set."""
+        statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``, ``downstream``) only when
+        set."""
         data = dataclasses.asdict(self)
         for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds",
                     "downstream"):
