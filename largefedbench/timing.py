@@ -5,7 +5,9 @@ Library code wraps its expensive steps — ``with stage("generation"):`` around 
 the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads them per seed (issue 26:
 the entry's ``costs.stage_seconds``): the method's through a :class:`JobClock`, which a resumed run carries through
 its round checkpoint, the evaluation's from two :func:`totals` readings. Stages nest: FID's embedding inside a POPri
-round counts as embedding, not twice. Time outside every stage is the rest (the method's own bookkeeping).
+round counts as embedding, not twice. Time outside every stage is the rest (the method's own bookkeeping). Work a
+resumed process does again because an earlier one did it but did not checkpoint it (FedBiscuit's public pair pool) runs
+in :meth:`JobClock.redoing` and is not counted twice.
 """
 
 from __future__ import annotations
@@ -51,8 +53,14 @@ def stage(name: str) -> Iterator[None]:
 
 
 def totals() -> dict[str, float]:
-    """Seconds spent in each stage so far in this process (subtract two readings for one seed)."""
-    return {name: _totals.get(name, 0.0) for name in STAGES}
+    """Seconds spent in each stage so far in this process, the running stage's up to now (subtract two readings for
+    one seed)."""
+    out = {name: _totals.get(name, 0.0) for name in STAGES}
+    stack = _local.__dict__.get("stack")
+    if stack:  # the innermost open stage is the one running (the ones around it are paused)
+        name, since = stack[-1]
+        out[name] += time.perf_counter() - since
+    return out
 
 
 def timed(name: str) -> Callable[[F], F]:
@@ -88,20 +96,42 @@ class JobClock:
 
     before_seconds: float = 0.0
     before_stages: dict[str, float] = field(default_factory=dict)
+    #: seconds (and per stage) this process spent in :meth:`redoing`, left out of the job's time (only ever grow)
+    redone_seconds: float = 0.0
+    redone_stages: dict[str, float] = field(default_factory=dict)
     _started: float | None = None
     _stages_at_start: dict[str, float] = field(default_factory=dict)
+    _redone_at_start: tuple[float, dict[str, float]] = (0.0, {})
 
     def start(self) -> None:
         self._started, self._stages_at_start = time.perf_counter(), totals()
+        self._redone_at_start = (self.redone_seconds, dict(self.redone_stages))
 
     def seconds(self) -> float:
-        return self.before_seconds + (0.0 if self._started is None else time.perf_counter() - self._started)
+        if self._started is None:
+            return self.before_seconds
+        redone = self.redone_seconds - self._redone_at_start[0]
+        return self.before_seconds + time.perf_counter() - self._started - redone
+
+    @contextlib.contextmanager
+    def redoing(self) -> Iterator[None]:
+        """Work that an earlier process of this job did, and counted, but did not checkpoint, done again after a
+        resume: its seconds are left out, so the job reports the time of one run without a stop."""
+        start, stages_before = time.perf_counter(), totals()
+        try:
+            yield
+        finally:
+            self.redone_seconds += time.perf_counter() - start
+            for name, seconds in stage_breakdown(stages_before, totals(), 0.0).items():
+                if name in STAGES:
+                    self.redone_stages[name] = self.redone_stages.get(name, 0.0) + seconds
 
     def stages(self) -> dict[str, float]:
-        """Seconds per stage and ``other``, as :func:`stage_breakdown`, earlier processes included."""
+        """Seconds per stage and ``other``, as :func:`stage_breakdown`, earlier processes included, redone work not."""
         here = {name: 0.0 for name in STAGES} if self._started is None else \
             stage_breakdown(self._stages_at_start, totals(), 0.0)
-        out = {name: round(here[name] + self.before_stages.get(name, 0.0), 3) for name in STAGES}
+        redone = {name: self.redone_stages.get(name, 0.0) - self._redone_at_start[1].get(name, 0.0) for name in STAGES}
+        out = {name: round(here[name] - redone[name] + self.before_stages.get(name, 0.0), 3) for name in STAGES}
         out["other"] = round(max(0.0, self.seconds() - sum(out.values())), 3)
         return out
 

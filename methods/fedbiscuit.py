@@ -711,9 +711,15 @@ class _SelectorTraining(Server):
 
     def _prepare(self) -> None:
         """The public pair pool and the selector's frozen layers run once over it, before the first round this process
-        runs: a run resumed after its last selector round (in DPO) needs neither, and skips their minutes."""
+        runs: a run resumed after its last selector round (in DPO) needs neither, and skips their minutes. A run
+        resumed between selector rounds builds them again (the checkpoint keeps their sizes, not the tensors); those
+        minutes were counted when they were first spent, so they are not counted again."""
         if self.pool is not None:
             return
+        with self.fed.clock.redoing() if self.state.pool_pairs is not None else nullcontext():
+            self._build_pool()
+
+    def _build_pool(self) -> None:
         cfg = self.cfg
         pool = self.make_pool()
         if len(pool) < self.pairs_total:

@@ -78,3 +78,24 @@ def test_a_resumed_job_reports_the_time_of_its_completed_rounds_not_only_its_las
     assert old.clock.before_seconds == 0.0 and old.clock.seconds() < 0.1
     old.load_state_dict(first.state_dict())  # a federation's state alone (DP-FTRL replays an epoch) leaves the clock
     assert old.clock.before_seconds == 0.0
+
+
+def test_work_redone_after_a_resume_is_left_out_of_the_jobs_seconds_and_stages():
+    """Time inside ``redoing()`` — including its stages, and a stage open around it — is not the job's: a
+    resumed process that rebuilds what an earlier one built (and was counted for) reports it once."""
+    clock = timing.JobClock()
+    clock.start()
+    with timing.stage("generation"):
+        time.sleep(0.05)
+        with clock.redoing():
+            time.sleep(0.1)  # the open generation stage, while redoing
+            with timing.stage("embedding"):
+                time.sleep(0.1)
+        time.sleep(0.05)
+    seconds, stages = clock.seconds(), clock.stages()
+    assert clock.redone_seconds >= 0.2
+    assert 0.1 <= seconds < 0.18 and 0.1 <= stages["generation"] < 0.18 and stages["embedding"] < 0.01
+    assert sum(stages.values()) == pytest.approx(seconds, abs=2e-3)
+    clock.start()  # a later resume in the same process counts from there; the redone seconds stay out
+    time.sleep(0.05)
+    assert 0.05 <= clock.seconds() < 0.1

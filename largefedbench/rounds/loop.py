@@ -110,11 +110,13 @@ class RoundsLoop(Generic[S]):
 
     @contextlib.contextmanager
     def _server_clock(self) -> Iterator[_Clock]:
-        """Times the block's server seconds (wall less the federation's door) and adds them to the costs of the last
+        """Times the block's server seconds (wall less the federation's door and the work redone after a resume,
+        :meth:`~largefedbench.timing.JobClock.redoing`) and adds them to the costs of the last
         round the federation has started by the end of the block."""
-        clock, start, door = _Clock(), time.perf_counter(), _door_seconds(self.fed)
+        clock, start, door, redone = _Clock(), time.perf_counter(), _door_seconds(self.fed), _redone_seconds(self.fed)
         yield clock
-        clock.seconds = max(0.0, time.perf_counter() - start - (_door_seconds(self.fed) - door))
+        elsewhere = _door_seconds(self.fed) - door + _redone_seconds(self.fed) - redone
+        clock.seconds = max(0.0, time.perf_counter() - start - elsewhere)
         costs, round_ = getattr(self.fed, "costs", None), getattr(self.fed, "round", -1)
         if costs is not None and isinstance(round_, int) and round_ >= 0:
             costs.add(round_, server_seconds=clock.seconds)
@@ -152,3 +154,8 @@ class _Clock:
 
 def _door_seconds(fed) -> float:
     return float(getattr(fed, "door_seconds", 0.0))
+
+
+def _redone_seconds(fed) -> float:
+    clock = getattr(fed, "clock", None)  # a test's stand-in federation may have none
+    return 0.0 if clock is None else float(clock.redone_seconds)

@@ -19,6 +19,7 @@ from largefedbench.methods.fedbiscuit import (
     FedBiscuit,
     FedBiscuitConfig,
     PairPool,
+    SelectorState,
     SelectorTask,
     balanced_grouping,
     client_pair_indices,
@@ -417,6 +418,34 @@ def test_fedbis_end_to_end_and_its_resumes_after_the_selectors_and_after_dpo(tin
     assert untimed(resumed) == untimed(art)
     one, two = fed.state_dict(), fed_b.state_dict()
     assert (one["ledger"], one["round"], one["rng"]) == (two["ledger"], two["round"], two["rng"])
+
+
+def test_the_pair_pool_built_again_on_a_resume_between_selector_rounds_is_not_counted_twice(monkeypatch):
+    """A fresh run's pool build is the run's time; after a resume between selector rounds the checkpoint says the pool
+    was built (its size), so building it again runs in the clock's ``redoing()`` and its seconds are not added again."""
+    import time
+    from types import SimpleNamespace
+
+    from largefedbench.methods.fedbiscuit import _SelectorTraining
+    from largefedbench.timing import JobClock
+
+    def build(self):
+        time.sleep(0.1)
+        self.pool = "built"
+
+    monkeypatch.setattr(_SelectorTraining, "_build_pool", build)
+    run = object.__new__(_SelectorTraining)
+    run.fed, run.pool, run.state = SimpleNamespace(clock=JobClock()), None, SelectorState([], None, None)
+    run.fed.clock.start()
+    run._prepare()
+    run._prepare()  # built once per process
+    assert run.pool == "built" and run.fed.clock.redone_seconds == 0 and run.fed.clock.seconds() >= 0.1
+    resumed = object.__new__(_SelectorTraining)
+    resumed.fed, resumed.pool = SimpleNamespace(clock=JobClock()), None
+    resumed.state = SelectorState([], None, None, pool_pairs=64, frozen_layers=3)  # as a round checkpoint restores it
+    resumed.fed.clock.start()
+    resumed._prepare()
+    assert resumed.pool == "built" and resumed.fed.clock.redone_seconds >= 0.1 and resumed.fed.clock.seconds() < 0.05
 
 
 @pytest.mark.slow
