@@ -11,6 +11,8 @@ training part and a small validation part, §5.1) and prefers the candidate clos
 **Binary selector.** A LoRA adapter (r 8, α 16, dropout 0.05) on the profile's generator reads
 ``"Text A: …\\nText B: …\\nWhich text is more like your own documents? Answer:"`` and is trained with cross-entropy
 over the logits of the two choice tokens " A" and " B" at the last position (the reference's ``choices: ['A','B']``).
+``selector="embedding"`` (ours, an ablation; :data:`EMBEDDING_SELECTOR_DEVIATION`) replaces it with a linear selector on
+the pair's embedding difference, the space in which the clients' preferences are defined.
 
 **FedBis** (§4, App. A.1): R rounds of DP-FedAvg on the selector — Poisson cohorts at the participation rate, K local
 AdamW steps, the clipped Δ summed through ``fed.private_sum``, the mean applied (Eq. 8).
@@ -81,8 +83,8 @@ from largefedbench.synthetic.lora import load_lora_state, lora_state
 from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
-__all__ = ["DEVIATIONS", "AgreementTally", "FedBis", "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool",
-           "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences",
+__all__ = ["DEVIATIONS", "EMBEDDING_SELECTOR_DEVIATION", "AgreementTally", "EmbeddingSelectorTask", "FedBis",
+           "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences",
            "clustered_step", "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
@@ -98,9 +100,14 @@ DEVIATIONS = (
     ("the paper's summarisation and QA tasks and their win-rate evaluation are out of scope: the synthetic set is "
      "sampled from the DPO'd generator and scored by downstream next-token accuracy"),
 )
+EMBEDDING_SELECTOR_DEVIATION = (
+    "selector='embedding' (an ablation, not the paper's method): each selector is a linear model on the pair's "
+    "embedding difference, log-odds(A) = w·(e_A − e_B) with the public embedder's unit embeddings, trained by the same "
+    "rounds, clipping and noise as the LoRA selector, instead of an LLM reading both texts")
 
 SELECTOR_WEIGHTS = ("uniform", "group")  # Eq. 6's p_m: 1/M (paper, reference) or 1/N_u (ours)
 SELECTOR_DTYPES = ("float32", "bfloat16")  # the selector's training forward (its scores are always float32)
+SELECTORS = ("llm", "embedding")  # the paper's LoRA selector on the generator; ours: linear on embedding differences
 TEMPLATE_A, TEMPLATE_B, TEMPLATE_END = "Text A: ", "\nText B: ", "\nWhich text is more like your own documents? Answer:"
 CHOICES = (" A", " B")
 
@@ -121,6 +128,8 @@ class FedBisConfig(SamplingSettings):
     ``max_new_tokens``; the pairs are sampled at ``pair_temperature``, the final set at ``temperature`` and ``top_p``,
     through :func:`~largefedbench.synthetic.generator_rounds.final_set` (the generator-only row's streams and seeds).
     ``selector_layers`` > 0 puts the selector's LoRA in the top that many decoder layers only (0: every layer).
+    ``selector`` "embedding" is the ablation of :class:`EmbeddingSelectorTask` (the LoRA settings then apply to the
+    generator's DPO adapter only).
     ``record_agreement`` writes, per round, the share of the cohort clients' own validation pairs on which the
     broadcast selector agrees with the client (before its local training) to the run folder's unreleased
     diagnostics — raw, never in the entry, local executor only.
@@ -152,6 +161,7 @@ class FedBisConfig(SamplingSettings):
     selector_batch_size: int = 64
     selector_dtype: Literal["float32", "bfloat16"] = "float32"
     selector_layers: int = 0
+    selector: Literal["llm", "embedding"] = "llm"
     record_agreement: bool = False
 
     def __post_init__(self) -> None:
@@ -162,6 +172,8 @@ class FedBisConfig(SamplingSettings):
             raise InputError("dpo_batch_size and dpo_gradient_accumulation must be at least 1")
         if self.selector_dtype not in SELECTOR_DTYPES:
             raise InputError(f"selector_dtype={self.selector_dtype!r}; choose one of {', '.join(SELECTOR_DTYPES)}")
+        if self.selector not in SELECTORS:
+            raise InputError(f"selector={self.selector!r}; choose one of {', '.join(SELECTORS)}")
 
     @classmethod
     def tiny(cls) -> FedBisConfig:
@@ -298,7 +310,29 @@ def own_pairs(chunk, position: dict[str, int], pool: PairPool, n_pairs: int, see
 
 
 # -- the selector -------------------------------------------------------------------------------------------
-class SelectorTask:
+class _PairTask:
+    """What a selector task shares: rows ``ab[p]`` (pair p as given, A = ``a[p]``) and ``ba[p]`` (swapped), the
+    client's training examples and the log-odds per pair; a subclass gives ``log_odds`` and ``loss``."""
+
+    ab: list
+    ba: list
+
+    def examples(self, pairs: np.ndarray, labels: np.ndarray) -> list[tuple[Any, int]]:
+        """A client's training examples: each of its pairs in both orders with the matching label (§4)."""
+        out = []
+        for p, y in zip(pairs, labels):
+            out.append((self.ab[p], int(y)))
+            out.append((self.ba[p], 1 - int(y)))
+        return out
+
+    def prefers_a(self, model, pairs: np.ndarray, batch_size: int) -> np.ndarray:
+        """Per pair, the selector's log-odds that pool.a beats pool.b, averaged over both presentation orders."""
+        ab = self.log_odds(model, [self.ab[p] for p in pairs], batch_size)
+        ba = self.log_odds(model, [self.ba[p] for p in pairs], batch_size)
+        return (ab - ba) / 2
+
+
+class SelectorTask(_PairTask):
     """Token ids of the selector prompt for pool pairs in both orders, its loss and its log-odds."""
 
     def __init__(self, tokenizer, a: list[str], b: list[str], candidate_tokens: int, dtype: str = "float32") -> None:
@@ -330,14 +364,6 @@ class SelectorTask:
                        if frozen and self.ab else None)
         return frozen if self.prefix is not None else 0
 
-    def examples(self, pairs: np.ndarray, labels: np.ndarray) -> list[tuple[list[int], int]]:
-        """A client's training examples: each of its pairs in both orders with the matching label (§4)."""
-        out = []
-        for p, y in zip(pairs, labels):
-            out.append((self.ab[p], int(y)))
-            out.append((self.ba[p], 1 - int(y)))
-        return out
-
     def _logits(self, model, rows: list[list[int]], autocast: bool = False) -> torch.Tensor:
         device = next(model.parameters()).device
         ids, mask = pad_rows(rows, self.pad_id)
@@ -368,11 +394,40 @@ class SelectorTask:
         both = torch.cat(out) if out else torch.zeros((0, 2))
         return (both[:, 0] - both[:, 1]).cpu().numpy()
 
-    def prefers_a(self, model, pairs: np.ndarray, batch_size: int) -> np.ndarray:
-        """Per pair, the selector's log-odds that pool.a beats pool.b, averaged over both presentation orders."""
-        ab = self.log_odds(model, [self.ab[p] for p in pairs], batch_size)
-        ba = self.log_odds(model, [self.ba[p] for p in pairs], batch_size)
-        return (ab - ba) / 2
+
+class EmbeddingSelectorTask(_PairTask):
+    """The ``selector="embedding"`` ablation (ours): the selector is ``torch.nn.Linear(dim, 1, bias=False)`` on the
+    pair's embedding difference, log-odds(A) = w·(e_A − e_B), so the swapped order's log-odds is exactly the negative.
+    The clients' preferences are defined in this space (:func:`client_preferences`), where a linear model learns them
+    from a few hundred pairs (docs/profiles.md: 0.82 agreement with the majority, the LoRA selector 0.60); the rows are
+    pair indices into the stacked differences, ``n + p`` for pair p swapped."""
+
+    def __init__(self, emb_a: np.ndarray, emb_b: np.ndarray) -> None:
+        diff = torch.as_tensor(np.asarray(emb_a, dtype=np.float32) - np.asarray(emb_b, dtype=np.float32))
+        self.x = torch.cat([diff, -diff])
+        self.ab, self.ba = list(range(len(diff))), list(range(len(diff), 2 * len(diff)))
+
+    @staticmethod
+    def model(dim: int) -> torch.nn.Module:
+        """A selector at chance: every log-odds 0."""
+        linear = torch.nn.Linear(dim, 1, bias=False)
+        torch.nn.init.zeros_(linear.weight)
+        return linear
+
+    def freeze_prefix(self, model, batch_size: int, progress: bool = False) -> int:
+        return 0  # no layers to run once
+
+    def _odds(self, model, rows: list[int]) -> torch.Tensor:
+        return model(self.x[rows].to(model.weight.device)).squeeze(-1)
+
+    def loss(self, model, batch: list[tuple[int, int]]) -> torch.Tensor:
+        """The same cross-entropy as the LLM selector's over (" A", " B") with logits (w·x, 0): label 0 is A."""
+        target = torch.as_tensor([float(y == 0) for _, y in batch], device=model.weight.device)
+        return torch.nn.functional.binary_cross_entropy_with_logits(self._odds(model, [r for r, _ in batch]), target)
+
+    @torch.no_grad()
+    def log_odds(self, model, rows: list[int], batch_size: int) -> np.ndarray:
+        return self._odds(model, list(rows)).cpu().numpy()
 
 
 @dataclass
@@ -384,7 +439,7 @@ class SelectorUpdate:
     the executor nor the chunking changes the sum."""
 
     adapter: FlatParams
-    task: SelectorTask
+    task: _PairTask
     pool: PairPool
     settings: FedAvgSettings
     weights: list[torch.Tensor]  # the broadcast selectors
@@ -426,7 +481,7 @@ class AgreementTally:
     def __init__(self, batch_size: int) -> None:
         self.batch_size, self.agree, self.pairs, self.clients = int(batch_size), 0, 0, 0
 
-    def add(self, task: SelectorTask, model, pairs: np.ndarray, labels: np.ndarray) -> None:
+    def add(self, task: _PairTask, model, pairs: np.ndarray, labels: np.ndarray) -> None:
         prefers_a = task.prefers_a(model, pairs.reshape(-1), self.batch_size) > 0
         self.agree += int((prefers_a == (labels.reshape(-1) == 0)).sum())
         self.pairs += int(labels.size)
@@ -519,6 +574,23 @@ def clustered_step(weights: list[torch.Tensor], noisy: torch.Tensor, n_clients: 
     return out
 
 
+def selector_task(cfg: FedBisConfig, public, a: list[str], b: list[str], emb_a: np.ndarray | None = None,
+                  emb_b: np.ndarray | None = None) -> _PairTask:
+    """The selector's view of the pairs (a[i], b[i]) for ``cfg.selector``; the embedding selector embeds the texts
+    with the public embedder unless their embeddings are given."""
+    if cfg.selector == "embedding":
+        if emb_a is None or emb_b is None:
+            emb = embed(list(a) + list(b), public.models.embedder)
+            emb_a, emb_b = emb[: len(a)], emb[len(a):]
+        return EmbeddingSelectorTask(emb_a, emb_b)
+    return SelectorTask(public.models.generator_tokenizer, a, b, cfg.candidate_tokens, cfg.selector_dtype)
+
+
+def deviations(cfg: FedBisConfig) -> list[str]:
+    """The run's deviations from the paper, as its artifact records them."""
+    return list(DEVIATIONS) + ([EMBEDDING_SELECTOR_DEVIATION] if cfg.selector == "embedding" else [])
+
+
 # -- the methods --------------------------------------------------------------------------------------------
 class FedBis(Method):
     name = "fedbis"
@@ -527,8 +599,9 @@ class FedBis(Method):
     output = "synthetic text"
     Config = FedBisConfig
     needs_span_embeddings = True
-    #: session 16's cpu-preset settings; before them the selectors trained in float32 and DPO took every batch's step
-    introduced_settings = {"selector_dtype": "float32", "dpo_gradient_accumulation": 1}
+    #: session 16's cpu-preset settings (before them the selectors trained in float32 and DPO took every batch's step) and
+    #: session 24's selector ablation (before it every selector was the LoRA one)
+    introduced_settings = {"selector_dtype": "float32", "dpo_gradient_accumulation": 1, "selector": "llm"}
 
     def n_selectors(self, cfg) -> int:
         return 1
@@ -551,8 +624,11 @@ class FedBis(Method):
         if cfg.record_agreement:
             unreleased_path(public)  # fails now, not after the first round, if the run has no folder
 
-        selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                                  top_layers=cfg.selector_layers)
+        if cfg.selector == "embedding":
+            selector = EmbeddingSelectorTask.model(embed([], public.models.embedder).shape[1])
+        else:
+            selector = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha,
+                                      dropout=cfg.lora_dropout, top_layers=cfg.selector_layers)
         run = _SelectorTraining(self, fed, public, cfg, lambda: self._pair_pool(generator, tok, examples, cfg, public),
                                 FlatParams(selector), sigma, sigma_g)
         run.train()
@@ -572,7 +648,7 @@ class FedBis(Method):
             "noise_multiplier": sigma, "sample_rate": cfg.sample_rate, "rounds": cfg.rounds, "clip": cfg.clip,
             "selectors": self.n_selectors(cfg), "grouping_noise_multiplier": sigma_g or None,
             "selector_layers_run_once": frozen,
-            "pool_pairs": pool_pairs, "dpo": dpo, **labels_info, "deviations": list(DEVIATIONS),
+            "pool_pairs": pool_pairs, "dpo": dpo, **labels_info, "deviations": deviations(cfg),
         }
         dpo_row = {"phase": "dpo", **{k: v for k, v in dpo.items() if isinstance(v, (int, float))}}
         return Artifact.synthetic(texts, **info, history=run.history + [dpo_row])
@@ -607,8 +683,7 @@ class FedBis(Method):
         pairs = self._pairs(batch, cfg.n_completions)
         if not pairs:
             return {"n_pairs": 0}, {"dpo_pairs": 0}
-        fresh = SelectorTask(tok, [batch.texts[i] for i, _ in pairs], [batch.texts[j] for _, j in pairs],
-                             cfg.candidate_tokens, cfg.selector_dtype)
+        fresh = selector_task(cfg, public, [batch.texts[i] for i, _ in pairs], [batch.texts[j] for _, j in pairs])
         fresh.freeze_prefix(run.adapter.model, cfg.selector_batch_size, public.progress)
         scores = np.stack([run.scores(fresh, u) for u in range(run.n_sel)])
         prefer_a = majority_vote(scores)
@@ -689,7 +764,7 @@ class _SelectorTraining(Server):
         self.method, self.fed, self.public, self.cfg = method, fed, public, cfg
         self.make_pool, self.adapter = make_pool, adapter
         self.pool: PairPool | None = None
-        self.task: SelectorTask | None = None
+        self.task: _PairTask | None = None
         self.sigma, self.sigma_g = sigma, sigma_g
         self.n_sel = method.n_selectors(cfg)
         self.settings = cfg.fedavg(fed.n_clients)
@@ -725,13 +800,12 @@ class _SelectorTraining(Server):
         if len(pool) < self.pairs_total:
             raise MethodError(f"only {len(pool)} distinct candidate pairs were generated but each client needs "
                               f"{self.pairs_total}; raise pool_pairs or lower pairs_per_client")
-        self.task = SelectorTask(self.public.models.generator_tokenizer, pool.a, pool.b, cfg.candidate_tokens,
-                                 cfg.selector_dtype)
+        self.task = selector_task(cfg, self.public, pool.a, pool.b, pool.emb_a, pool.emb_b)
         self.state.frozen_layers = self.task.freeze_prefix(self.adapter.model, cfg.selector_batch_size,
                                                            self.public.progress)
         self.state.pool_pairs, self.pool = len(pool), pool
 
-    def scores(self, task: SelectorTask, u: int) -> np.ndarray:
+    def scores(self, task: _PairTask, u: int) -> np.ndarray:
         """Selector u's averaged log-odds for A on every pair of ``task``."""
         self.adapter.set(self.state.weights[u])
         return task.prefers_a(self.adapter.model, np.arange(len(task.ab)), self.cfg.selector_batch_size)
