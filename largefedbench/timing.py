@@ -101,7 +101,7 @@ class JobClock:
     redone_stages: dict[str, float] = field(default_factory=dict)
     _started: float | None = None
     _stages_at_start: dict[str, float] = field(default_factory=dict)
-    _redone_at_start: tuple[float, dict[str, float]] = (0.0, {})
+    _redone_at_start: tuple[float, dict[str, float]] = field(default_factory=lambda: (0.0, {}))
 
     def start(self) -> None:
         self._started, self._stages_at_start = time.perf_counter(), totals()
@@ -116,7 +116,11 @@ class JobClock:
     @contextlib.contextmanager
     def redoing(self) -> Iterator[None]:
         """Work that an earlier process of this job did, and counted, but did not checkpoint, done again after a
-        resume: its seconds are left out, so the job reports the time of one run without a stop."""
+        resume: its seconds are left out, so the job reports the time of one run without a stop. A clock not started
+        counts nothing, so it leaves nothing out."""
+        if self._started is None:
+            yield
+            return
         start, stages_before = time.perf_counter(), totals()
         try:
             yield

@@ -128,8 +128,9 @@ class FedBisConfig(SamplingSettings):
     ``max_new_tokens``; the pairs are sampled at ``pair_temperature``, the final set at ``temperature`` and ``top_p``,
     through :func:`~largefedbench.synthetic.generator_rounds.final_set` (the generator-only row's streams and seeds).
     ``selector_layers`` > 0 puts the selector's LoRA in the top that many decoder layers only (0: every layer).
-    ``selector`` "embedding" is the ablation of :class:`EmbeddingSelectorTask` (the LoRA settings then apply to the
-    generator's DPO adapter only).
+    ``selector`` "embedding" is the ablation of :class:`EmbeddingSelectorTask`: the LoRA settings then apply to the
+    generator's DPO adapter only, and ``selector_layers``, ``selector_dtype``, ``candidate_tokens`` and
+    ``selector_batch_size`` (the LLM selector's) are not used.
     ``record_agreement`` writes, per round, the share of the cohort clients' own validation pairs on which the
     broadcast selector agrees with the client (before its local training) to the run folder's unreleased
     diagnostics — raw, never in the entry, local executor only.
@@ -453,7 +454,8 @@ class SelectorUpdate:
 
     def __call__(self, chunk) -> torch.Tensor:
         d = self.adapter.numel
-        out = torch.zeros((len(chunk), len(self.slots) * d), device=self.weights[self.slots[0]].device)  # the model's device
+        # on the model's device (the broadcast weights may sit on the CPU after a resume: checkpoints load there)
+        out = torch.zeros((len(chunk), len(self.slots) * d), device=self.adapter.params[0].device)
         if not len(chunk):
             return out
         pairs, labels = own_pairs(chunk, self.position, self.pool, self.n_pairs, self.seed)
@@ -791,7 +793,8 @@ class _SelectorTraining(Server):
         minutes were counted when they were first spent, so they are not counted again."""
         if self.pool is not None:
             return
-        with self.fed.clock.redoing() if self.state.pool_pairs is not None else nullcontext():
+        clock = getattr(self.fed, "clock", None)  # a test's stand-in federation may have none
+        with clock.redoing() if clock is not None and self.state.pool_pairs is not None else nullcontext():
             self._build_pool()
 
     def _build_pool(self) -> None:

@@ -99,3 +99,7 @@ def test_work_redone_after_a_resume_is_left_out_of_the_jobs_seconds_and_stages()
     clock.start()  # a later resume in the same process counts from there; the redone seconds stay out
     time.sleep(0.05)
     assert 0.05 <= clock.seconds() < 0.1
+    idle = timing.JobClock()  # not started: nothing counted, so nothing left out
+    with idle.redoing(), timing.stage("generation"):
+        time.sleep(0.02)
+    assert idle.redone_seconds == 0 and idle.seconds() == 0 and idle.stages()["generation"] == 0

@@ -109,7 +109,7 @@ def test_the_contributing_example_is_the_plug_in_and_at_most_60_lines():
 def test_the_loop_times_the_server_as_the_round_less_the_clients_side(tmp_path):
     """Server seconds are the round's wall time less the time inside ``private_sum`` (the door): a round that sleeps
     0.2 s around a release that takes 0.6 s on the clients' side is charged 0.2 s, in its history and its costs, and so
-    is one that also redoes 0.3 s of an earlier process's work after a resume (``fed.clock.redoing()``); work after the
+    is one that also redoes 0.5 s of an earlier process's work after a resume (``fed.clock.redoing()``); work after the
     rounds in ``server_work()`` goes to the last round's costs."""
     import time
 
@@ -122,6 +122,7 @@ def test_the_loop_times_the_server_as_the_round_less_the_clients_side(tmp_path):
 
     fd = load_snapshot(build_demo(root=tmp_path / "demo", n_clients=200, progress=False).path)
     fed = Federation(fd.train, seed=1)
+    fed.clock.start()  # as the harness does before the method
     public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path / "run", progress=False)
     loop = RoundsLoop(fed, public, Walk(0.0, []), rounds=2, desc="timed")
 
@@ -133,7 +134,7 @@ def test_the_loop_times_the_server_as_the_round_less_the_clients_side(tmp_path):
         time.sleep(0.2)
         if r == 1:
             with fed.clock.redoing():
-                time.sleep(0.3)
+                time.sleep(0.5)
         cohort = fed.sample(40 / fed.n_clients)
         fed.private_sum(cohort, slow_client, clip=1.0, mechanism=Gaussian(1.0))
         loop.history.append({"round": r})
