@@ -281,6 +281,8 @@ def cmd_release(args) -> int:
 def cmd_methods(args) -> int:
     from largefedbench.registry import list_methods
 
+    if args.name:
+        return _method_settings(args)
     rows = [m.to_dict() for m in list_methods()]
 
     def line(r: dict) -> str:
@@ -289,6 +291,37 @@ def cmd_methods(args) -> int:
         return f"{r['name']:<20}{r['output'] or '-':<16}{r['status']:<10}{detail}{src}"
 
     return _show(args, rows, lambda: "\n".join([f"{'name':<20}{'output':<16}{'status':<10}paper", *map(line, rows)]))
+
+
+def _method_settings(args) -> int:
+    """``lfb methods NAME``: the method's paper, output and every setting with its value in each preset."""
+    import inspect
+
+    from largefedbench.registry import resolve_method
+    from largefedbench.run.presets import PRESETS, settings_table
+
+    method = resolve_method(args.name)
+    cls = method.cls
+    doc = inspect.getdoc(cls.Config) or ""
+    info = {"name": cls.name, "paper": cls.paper, "output": cls.output, "source": method.source,
+            "version": method.version, "config": cls.Config.__name__, "config_doc": doc,
+            "settings": settings_table(cls)}
+
+    def text() -> str:
+        def cell(v) -> str:
+            return json.dumps(v) if isinstance(v, (str, list)) else str(v)
+
+        rows = [[r["setting"], *(cell(r[p]) for p in PRESETS)] for r in info["settings"]]
+        widths = [max(len(x) for x in col) for col in zip(["setting", *PRESETS], *rows)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [f"{cls.name} ({cls.output}; {method.source} {method.version}): {cls.paper}", "",
+                 *(f"  {line}" for line in doc.split("\n\n")[0].splitlines()), "",
+                 f"{cls.Config.__name__}: change one with `lfb eval --set KEY=VALUE`; `--preset` picks the column "
+                 "(default: the profile's, cpu for the cpu profile)",
+                 fmt.format("setting", *PRESETS), *(fmt.format(*r) for r in rows)]
+        return "\n".join(line.rstrip() for line in lines)
+
+    return _show(args, info, text)
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -749,7 +782,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
     privacy.set_defaults(func=lambda a: (privacy.print_help(), 2)[1])
 
-    p = sub.add_parser("methods", help="the registered methods: name, paper, output kind, status")
+    p = sub.add_parser("methods", help="the registered methods: name, paper, output kind, status; or one method's "
+                       "settings", description="List the registered methods, or with NAME show one method's settings: "
+                       "each `--set` key with its value in the paper, cpu and tiny presets.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a method name (or module:Class): show its settings")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_methods)
 

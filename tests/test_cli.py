@@ -364,3 +364,25 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err
+
+
+def test_methods_name_shows_every_setting_with_its_value_in_each_preset(capsys):
+    """`lfb methods NAME`: one row per Config field (the `--set` keys), the paper, cpu and tiny presets' values side by
+    side as `lfb eval` resolves them; --json carries the same; an unknown name is a clear error."""
+    import dataclasses
+
+    from largefedbench.cli import main
+    from largefedbench.methods.fedbiscuit import FedBisConfig
+
+    assert main(["methods", "fedbis", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    rows = {r["setting"]: r for r in info["settings"]}
+    assert list(rows) == [f.name for f in dataclasses.fields(FedBisConfig)] and info["config"] == "FedBisConfig"
+    assert (rows["rounds"]["paper"], rows["rounds"]["cpu"], rows["rounds"]["tiny"]) == (500, 2, 4)
+    assert rows["selector"]["cpu"] == "llm" and rows["client_betas"]["paper"] == [0.9, 0.95]
+    assert main(["methods", "fedbis"]) == 0
+    text = capsys.readouterr().out
+    assert "lfb eval --set KEY=VALUE" in text and any(line.split()[:4] == ["rounds", "500", "2", "4"]
+                                                      for line in text.splitlines())
+    assert main(["methods", "fedbs"]) == 2
+    assert "unknown method 'fedbs'. Did you mean 'fedbis'" in capsys.readouterr().err

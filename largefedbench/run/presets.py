@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from largefedbench.config_overrides import config_to_dict
 from largefedbench.errors import InputError
 
-__all__ = ["PRESETS", "preset_config"]
+__all__ = ["PRESETS", "preset_config", "settings_table"]
 
 PRESETS = ("paper", "cpu", "tiny")
 
@@ -20,3 +22,12 @@ def preset_config(method_cls: type, preset: str) -> Any:
         return method_cls.Config()
     factory = getattr(method_cls.Config, "cpu", None) if preset == "cpu" else None
     return (factory or method_cls.Config.tiny)()
+
+
+def settings_table(method_cls: type) -> list[dict[str, Any]]:
+    """Every setting of the method's Config (what ``lfb eval --set KEY=VALUE`` takes): its type and its value in each
+    preset, in the Config's field order (``lfb methods NAME``)."""
+    values = {preset: config_to_dict(preset_config(method_cls, preset)) for preset in PRESETS}
+    return [{"setting": f.name, "type": f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
+             **{preset: values[preset][f.name] for preset in PRESETS}}
+            for f in dataclasses.fields(method_cls.Config)]
