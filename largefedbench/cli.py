@@ -318,7 +318,7 @@ def _method_settings(args) -> int:
                  *(f"  {line}" for line in doc.split("\n\n")[0].splitlines()), "",
                  f"{cls.Config.__name__}: change one with `lfb eval --set KEY=VALUE`; `--preset` picks the column "
                  "(default: the profile's, cpu for the cpu profile)",
-                 fmt.format("setting", *PRESETS), *(fmt.format(*r) for r in rows)]
+                 *([fmt.format("setting", *PRESETS), *(fmt.format(*r) for r in rows)] if rows else ["(no settings)"])]
         return "\n".join(line.rstrip() for line in lines)
 
     return _show(args, info, text)
