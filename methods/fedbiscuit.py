@@ -84,8 +84,9 @@ from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 from largefedbench.synthetic.scoring import client_embedding_sums
 
 __all__ = ["DEVIATIONS", "EMBEDDING_SELECTOR_DEVIATION", "AgreementTally", "EmbeddingSelectorTask", "FedBis",
-           "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask", "SelectorUpdate", "balanced_grouping", "client_pair_indices", "client_preferences",
-           "clustered_step", "grouping_rows", "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
+           "FedBisConfig", "FedBiscuit", "FedBiscuitConfig", "PairPool", "SelectorTask", "SelectorUpdate",
+           "balanced_grouping", "client_pair_indices", "client_preferences", "clustered_step", "grouping_rows",
+           "majority_vote", "own_pairs", "preference_scores", "private_grouping"]
 
 DEVIATIONS = (
     ("user-level DP added (the paper has none): clipped selector updates through fed.private_sum with Poisson cohorts, and "
