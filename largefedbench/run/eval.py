@@ -33,7 +33,7 @@ from largefedbench.run.entry import build_entry
 from largefedbench.run.evaluator import Evaluator
 from largefedbench.run.presets import preset_config
 from largefedbench.run.reference_lock import locked_reference
-from largefedbench.run.seed import run_seed
+from largefedbench.run.seed import check_stored_precision, run_seed
 from largefedbench.run.seed_result import SeedResult
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Prepared", "prepare", "run_eval",
@@ -311,6 +311,9 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
                          public=prep.public_spec)
     ev = Evaluator(prep, bundle, log)
     prep.run_dir.mkdir(parents=True, exist_ok=True)
+    from largefedbench.models.precision import precision_record
+
+    check_stored_precision(prep.run_dir, precision_record(bundle.device), log)
     results: list[SeedResult] = []
     non_private: list[dict[str, float]] = []
     generator_only: list[dict[str, float]] = []

@@ -14,7 +14,7 @@ import numpy as np
 
 from largefedbench import __version__, timing
 from largefedbench.environment import git_commit
-from largefedbench.errors import MethodError, PrivacyError
+from largefedbench.errors import InputError, MethodError, PrivacyError
 from largefedbench.io import atomic_write_json
 from largefedbench.privacy import PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, over_budget
@@ -24,7 +24,7 @@ from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonab
 if TYPE_CHECKING:
     from largefedbench.run.eval import Prepared
 
-__all__ = ["METHOD_OUTPUT", "load_method_output", "run_seed", "save_method_output"]
+__all__ = ["METHOD_OUTPUT", "check_stored_precision", "load_method_output", "run_seed", "save_method_output"]
 
 
 def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
@@ -41,7 +41,10 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     fed = ev.federation(cls, seed) if audit is None else audit.federation(ev, cls, seed)
     fed.budget = budget  # a release that would break the budget stops the run before it happens
     public = ev.public_resources(seed, seed_dir)
-    output, stamp = seed_dir / METHOD_OUTPUT, {"lfb": __version__, "method": prep.method.version}
+    from largefedbench.models.precision import precision_record
+
+    precision = precision_record(ev.bundle.device)
+    output, stamp = seed_dir / METHOD_OUTPUT, {"lfb": __version__, "method": prep.method.version, "precision": precision}
     kept = None if audit is not None else load_method_output(output, fed, stamp, ev.bundle.device)
     if kept is None:
         log(f"seed {seed}: running {prep.method.name}")
@@ -108,7 +111,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
                                         timing.stage_breakdown(stages_mid, timing.totals(), time.perf_counter() - t_mid)),
         calibrations=calibrations if len(ledger) and not prep.declared else None,
         made_with={"lfb_version": __version__, "git_commit": git_commit()},
-        wall_seconds=time.perf_counter() - t_seed + carried, downstream=downstream,
+        wall_seconds=time.perf_counter() - t_seed + carried, downstream=downstream, precision=precision,
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free
@@ -119,6 +122,32 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     (seed_dir / METHOD_OUTPUT).unlink(missing_ok=True)
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
+
+
+def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable[[str], None]) -> None:
+    """Stop before any work when a seed stored in ``run_dir`` sampled or trained in another precision than this
+    process does (``current``, :func:`~largefedbench.models.precision.precision_record`): an entry records one
+    precision for all its seeds, and a CPU without native bf16 samples in float32 where one with it samples in bf16.
+    Seeds stored before results recorded their precision cannot be checked; the log names them."""
+    from largefedbench.models.precision import precision_env
+
+    unknown = []
+    for done in sorted(run_dir.glob("seed-*/result.json")):
+        recorded = json.loads(done.read_text()).get("precision")
+        if recorded is None:
+            unknown.append(done.parent.name)
+        elif recorded != current:
+            pins = " ".join(f"{var}={name}" if name else f"(unset {var})"
+                            for var, name in precision_env(recorded).items())
+            raise InputError(f"{done} was made sampling in {recorded.get('generation')} and training in "
+                             f"{recorded.get('training')}, but here lfb samples in {current['generation']} and trains "
+                             f"in {current['training']} (this machine's default, or LFB_GENERATION_DTYPE/"
+                             f"LFB_TRAINING_DTYPE): one entry's seeds share one precision. Run with {pins} to match it, "
+                             f"or delete {done.parent} to run that seed again here")
+    if unknown:
+        log(f"{', '.join(unknown)}: stored before seeds recorded their precision, so not checked against this "
+            f"process's (sampling in {current['generation']}, training in {current['training']}); if they ran on "
+            "another machine, pin LFB_GENERATION_DTYPE and LFB_TRAINING_DTYPE to what they ran in")
 
 
 METHOD_OUTPUT = "method-output.pt"

@@ -43,14 +43,15 @@ class SeedResult:
     made_with: dict[str, Any] | None = None  # the lfb version and git commit the seed ran with (a resumed run's may differ)
     wall_seconds: float | None = None  # the seed's wall time, earlier processes' completed work included (None: older)
     downstream: dict[str, Any] | None = None  # synthetic-text methods: the fine-tuning's kept epoch (downstream_summary)
+    precision: dict[str, str] | None = None  # what the seed sampled and trained in (models.precision.precision_record)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
-        statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``, ``downstream``) only when
-        set."""
+        statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``, ``downstream``,
+        ``precision``) only when set."""
         data = dataclasses.asdict(self)
         for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds",
-                    "downstream"):
+                    "downstream", "precision"):
             if data[key] is None:
                 del data[key]
         return data

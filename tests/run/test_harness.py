@@ -260,6 +260,7 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert report.valid, [f.message for f in report.findings]
     # the seed keeps its downstream fine-tuning's epochs: the kept one is the first with the best validation top-1
     stored = json.loads(next(tmp_path.glob(".runs/popri--*/seed-0/result.json")).read_text())
+    assert stored["precision"] == result.entry.environment.precision  # each seed records what it sampled in
     tuned = stored["downstream"]
     assert tuned["epochs"] == len(tuned["validation_top1"]) - 1 >= 1
     assert tuned["best_epoch"] == tuned["validation_top1"].index(max(tuned["validation_top1"]))

@@ -12,7 +12,7 @@ import pytest
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.run.eval import EvalRequest
-from largefedbench.run.seed import run_seed
+from largefedbench.run.seed import check_stored_precision, run_seed
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 #: a seed's result.json exactly as lfb 0.x wrote it before SeedResult existed (a resumed run must still read it)
@@ -48,6 +48,25 @@ def test_a_resumed_run_reuses_the_stored_seed_without_running_the_method(tmp_pat
     logs: list[str] = []
     assert run_seed(prep, None, 0, logs.append) == SeedResult(**STORED_BEFORE)
     assert logs == [f"seed 0: already done, reusing {tmp_path / 'seed-0' / 'result.json'}"]
+
+
+BF16 = {"generation": "bfloat16", "training": "float32"}
+FP32 = {"generation": "float32", "training": "float32"}
+
+
+def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(tmp_path):
+    for seed, stored in ((0, {**STORED_BEFORE, "precision": BF16}), (1, STORED_BEFORE)):
+        (tmp_path / f"seed-{seed}").mkdir()
+        (tmp_path / f"seed-{seed}" / "result.json").write_text(json.dumps(stored))
+    assert SeedResult.from_json({**STORED_BEFORE, "precision": BF16}).to_json()["precision"] == BF16
+    logs: list[str] = []
+    check_stored_precision(tmp_path, BF16, logs.append)  # the same precision: nothing to say but the unchecked seed
+    assert len(logs) == 1 and logs[0].startswith("seed-1: stored before seeds recorded their precision")
+    # a machine without native bf16 samples in float32: seed 0 (bf16) and a new seed would not be one entry's seeds
+    with pytest.raises(InputError, match=r"seed-0/result.json was made sampling in bfloat16 .* here lfb samples in "
+                                         r"float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
+                                         r"LFB_TRAINING_DTYPE=float32 to match it, or delete .*seed-0"):
+        check_stored_precision(tmp_path, FP32, logs.append)
 
 
 def test_jsonable_keeps_what_json_holds_and_says_what_it_cannot():
