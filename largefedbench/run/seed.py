@@ -133,7 +133,11 @@ def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable
 
     unknown = []
     for done in sorted(run_dir.glob("seed-*/result.json")):
-        recorded = json.loads(done.read_text()).get("precision")
+        try:
+            data = json.loads(done.read_text())
+        except ValueError:
+            continue  # not JSON: run_seed says so with its fix when it reaches the seed
+        recorded = data.get("precision") if isinstance(data, dict) else None
         if recorded is None:
             unknown.append(done.parent.name)
         elif recorded != current:

@@ -59,6 +59,8 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
         (tmp_path / f"seed-{seed}").mkdir()
         (tmp_path / f"seed-{seed}" / "result.json").write_text(json.dumps(stored))
     assert SeedResult.from_json({**STORED_BEFORE, "precision": BF16}).to_json()["precision"] == BF16
+    (tmp_path / "seed-2").mkdir()
+    (tmp_path / "seed-2" / "result.json").write_text("[1, 2")  # not a result: left to run_seed's clear error
     logs: list[str] = []
     check_stored_precision(tmp_path, BF16, logs.append)  # the same precision: nothing to say but the unchecked seed
     assert len(logs) == 1 and logs[0].startswith("seed-1: stored before seeds recorded their precision")
