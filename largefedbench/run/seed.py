@@ -34,7 +34,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     done = seed_dir / "result.json"
     if done.exists():
         log(f"seed {seed}: already done, reusing {done}")
-        return SeedResult.from_json(json.loads(done.read_text()), done)
+        return SeedResult.from_json(_stored_result(done), done)
     cls, budget = prep.method_cls, prep.budget
     t_seed = time.perf_counter()
     seed_dir.mkdir(parents=True, exist_ok=True)
@@ -133,11 +133,8 @@ def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable
 
     unknown = []
     for done in sorted(run_dir.glob("seed-*/result.json")):
-        try:
-            data = json.loads(done.read_text())
-        except ValueError:
-            continue  # not JSON: run_seed says so with its fix when it reaches the seed
-        recorded = data.get("precision") if isinstance(data, dict) else None
+        data = _stored_result(done)
+        recorded = data.get("precision") if isinstance(data, dict) else None  # not a dict: from_json says so
         if recorded is None:
             unknown.append(done.parent.name)
         elif recorded != current:
@@ -152,6 +149,15 @@ def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable
         log(f"{', '.join(unknown)}: stored before seeds recorded their precision, so not checked against this "
             f"process's (sampling in {current['generation']}, training in {current['training']}); if they ran on "
             "another machine, pin LFB_GENERATION_DTYPE and LFB_TRAINING_DTYPE to what they ran in")
+
+
+def _stored_result(done: Path) -> Any:
+    """A seed's stored ``result.json`` as JSON, or an error that names it and the fix."""
+    try:
+        return json.loads(done.read_text())
+    except ValueError as err:
+        raise InputError(f"{done} is not a seed result (not JSON: {err}): delete its seed folder to run that seed "
+                         "again") from None
 
 
 METHOD_OUTPUT = "method-output.pt"

@@ -59,8 +59,6 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
         (tmp_path / f"seed-{seed}").mkdir()
         (tmp_path / f"seed-{seed}" / "result.json").write_text(json.dumps(stored))
     assert SeedResult.from_json({**STORED_BEFORE, "precision": BF16}).to_json()["precision"] == BF16
-    (tmp_path / "seed-2").mkdir()
-    (tmp_path / "seed-2" / "result.json").write_text("[1, 2")  # not a result: left to run_seed's clear error
     logs: list[str] = []
     check_stored_precision(tmp_path, BF16, logs.append)  # the same precision: nothing to say but the unchecked seed
     assert len(logs) == 1 and logs[0].startswith("seed-1: stored before seeds recorded their precision")
@@ -69,6 +67,13 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
                                          r"float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
                                          r"LFB_TRAINING_DTYPE=float32 to match it, or delete .*seed-0"):
         check_stored_precision(tmp_path, FP32, logs.append)
+    (tmp_path / "seed-2").mkdir()
+    (tmp_path / "seed-2" / "result.json").write_text("[1, 2")  # cut short: named with the fix, before any work
+    with pytest.raises(InputError, match=r"seed-2/result.json is not a seed result \(not JSON: .*delete its seed"):
+        check_stored_precision(tmp_path, BF16, logs.append)
+    prep = SimpleNamespace(run_dir=tmp_path)  # and the same when a run reaches the seed
+    with pytest.raises(InputError, match=r"seed-2/result.json is not a seed result \(not JSON"):
+        run_seed(prep, None, 2, logs.append)
 
 
 def test_jsonable_keeps_what_json_holds_and_says_what_it_cannot():
