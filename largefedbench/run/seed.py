@@ -18,13 +18,14 @@ from largefedbench.errors import InputError, MethodError, PrivacyError
 from largefedbench.io import atomic_write_json
 from largefedbench.privacy import PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, over_budget
+from largefedbench.rounds.checkpoints import checkpoint_files
 from largefedbench.run.evaluator import REFERENCE_ROWS, Evaluator
 from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonable
 
 if TYPE_CHECKING:
     from largefedbench.run.eval import Prepared
 
-__all__ = ["METHOD_OUTPUT", "check_stored_precision", "load_method_output", "run_seed", "save_method_output"]
+__all__ = ["METHOD_OUTPUT", "PRECISION_STAMP", "check_stored_precision", "load_method_output", "run_seed", "save_method_output"]
 
 
 def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
@@ -48,6 +49,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     kept = None if audit is not None else load_method_output(output, fed, stamp, ev.bundle.device)
     if kept is None:
         log(f"seed {seed}: running {prep.method.name}")
+        atomic_write_json(seed_dir / PRECISION_STAMP, precision)  # what the round checkpoints below are made in
         calibrated = len(budget.calibrations)
         fed.clock.start()  # a resumed run adds its checkpoint's time: the seconds of every completed round count
         artifact = cls().train(fed, public, prep.config, budget)
@@ -119,45 +121,65 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         # the same computation as the reference row every entry carries: cache it, so it is not run again
         ev.remember_reference(cls.name, seed, {**test, **stats})
     public.clear_checkpoint()
-    (seed_dir / METHOD_OUTPUT).unlink(missing_ok=True)
+    for kept_file in (METHOD_OUTPUT, PRECISION_STAMP):  # the result now holds what they did
+        (seed_dir / kept_file).unlink(missing_ok=True)
     log(f"seed {seed}: test top-1 {test['top1']:.4f}, ε spent {spent:.4g}")
     return result
 
 
 def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable[[str], None]) -> None:
-    """Stop before any work when a seed stored in ``run_dir`` sampled or trained in another precision than this
-    process does (``current``, :func:`~largefedbench.models.precision.precision_record`): an entry records one
-    precision for all its seeds, and a CPU without native bf16 samples in float32 where one with it samples in bf16.
-    Seeds stored before results recorded their precision cannot be checked; the log names them."""
-    from largefedbench.models.precision import precision_env
-
+    """Stop before any work when a seed stored in ``run_dir``, or the round checkpoints of one that was stopped, were
+    made sampling or training in another precision than this process's (``current``,
+    :func:`~largefedbench.models.precision.precision_record`): an entry records one precision for all its seeds and
+    rounds, and a CPU without native bf16 samples in float32 where one with it samples in bf16. Seeds and checkpoints
+    stored before lfb recorded their precision cannot be checked; the log names them."""
     unknown = []
-    for done in sorted(run_dir.glob("seed-*/result.json")):
-        data = _stored_result(done)
-        recorded = data.get("precision") if isinstance(data, dict) else None  # not a dict: from_json says so
+    for seed_dir in sorted(p for p in run_dir.glob("seed-*") if p.is_dir()):
+        done, stamp = seed_dir / "result.json", seed_dir / PRECISION_STAMP
+        if done.exists():
+            data = _stored_result(done)
+            recorded = data.get("precision") if isinstance(data, dict) else None  # not a dict: from_json says so
+            made, fix = f"{done} was made", f"delete {seed_dir} to run that seed again here"
+        elif checkpoint_files(seed_dir):
+            recorded = _stored_json(stamp) if stamp.exists() else None
+            made = f"the round checkpoints in {seed_dir} were made"
+            fix = f"delete {', '.join(p.name for p in checkpoint_files(seed_dir))} there to start that seed again here"
+        else:
+            continue  # nothing kept but what is stamped with its own precision (the method's output)
         if recorded is None:
-            unknown.append(done.parent.name)
+            unknown.append(seed_dir.name)
         elif recorded != current:
-            pins = " ".join(f"{var}={name}" if name else f"(unset {var})"
-                            for var, name in precision_env(recorded).items())
-            raise InputError(f"{done} was made sampling in {recorded.get('generation')} and training in "
-                             f"{recorded.get('training')}, but here lfb samples in {current['generation']} and trains "
-                             f"in {current['training']} (this machine's default, or LFB_GENERATION_DTYPE/"
-                             f"LFB_TRAINING_DTYPE): one entry's seeds share one precision. Run with {pins} to match it, "
-                             f"or delete {done.parent} to run that seed again here")
+            raise InputError(_mixed_precision(made, recorded, current, fix))
     if unknown:
-        log(f"{', '.join(unknown)}: stored before seeds recorded their precision, so not checked against this "
+        log(f"{', '.join(unknown)}: stored before lfb recorded their precision, so not checked against this "
             f"process's (sampling in {current['generation']}, training in {current['training']}); if they ran on "
             "another machine, pin LFB_GENERATION_DTYPE and LFB_TRAINING_DTYPE to what they ran in")
 
 
+def _mixed_precision(made: str, recorded: dict[str, str], current: dict[str, str], fix: str) -> str:
+    from largefedbench.models.precision import precision_env
+
+    pins = " ".join(f"{var}={name}" if name else f"(unset {var})" for var, name in precision_env(recorded).items())
+    return (f"{made} sampling in {recorded.get('generation')} and training in {recorded.get('training')}, "
+            f"but here lfb samples in {current['generation']} and trains in {current['training']} (this machine's "
+            f"default, or LFB_GENERATION_DTYPE/LFB_TRAINING_DTYPE): one entry's seeds share one precision. Run with "
+            f"{pins} to match it, or {fix}")
+
+
 def _stored_result(done: Path) -> Any:
     """A seed's stored ``result.json`` as JSON, or an error that names it and the fix."""
+    return _stored_json(done, "a seed result")
+
+
+def _stored_json(path: Path, what: str = "a precision record") -> Any:
     try:
-        return json.loads(done.read_text())
+        return json.loads(path.read_text())
     except ValueError as err:
-        raise InputError(f"{done} is not a seed result (not JSON: {err}): delete its seed folder to run that seed "
+        raise InputError(f"{path} is not {what} (not JSON: {err}): delete its seed folder to run that seed "
                          "again") from None
+
+
+PRECISION_STAMP = "precision.json"  # a seed folder's: the precision its round checkpoints were made in
 
 
 METHOD_OUTPUT = "method-output.pt"

@@ -320,7 +320,7 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     from conftest import Killed
 
     from largefedbench.run.evaluator import Evaluator
-    from largefedbench.run.seed import METHOD_OUTPUT
+    from largefedbench.run.seed import METHOD_OUTPUT, PRECISION_STAMP
 
     _fd, _bundle, root = tiny
     request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False, overrides={"rounds": "2"})
@@ -336,12 +336,14 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
         run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
     kept = list((tmp_path / "killed" / ".runs").glob(f"*/seed-0/{METHOD_OUTPUT}"))
     assert len(kept) == 1
+    stamp = kept[0].parent / PRECISION_STAMP  # written before the method ran: what its round checkpoints are made in
+    assert json.loads(stamp.read_text()) == whole.entry.environment.precision
     monkeypatch.setattr(Evaluator, "test_metrics", test_metrics)
     logs: list[str] = []
     resumed = run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=logs.append)
     assert any("had finished; evaluating what it produced" in line for line in logs), logs
     assert not any(": running dp-fedavg" in line for line in logs)
-    assert not kept[0].exists()  # gone once the seed's result is stored
+    assert not kept[0].exists() and not stamp.exists()  # gone once the seed's result is stored
     assert resumed.entry.entry_id == whole.entry.entry_id
     assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
     assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers

@@ -12,7 +12,7 @@ import pytest
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.run.eval import EvalRequest
-from largefedbench.run.seed import check_stored_precision, run_seed
+from largefedbench.run.seed import PRECISION_STAMP, check_stored_precision, run_seed
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 #: a seed's result.json exactly as lfb 0.x wrote it before SeedResult existed (a resumed run must still read it)
@@ -61,7 +61,7 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
     assert SeedResult.from_json({**STORED_BEFORE, "precision": BF16}).to_json()["precision"] == BF16
     logs: list[str] = []
     check_stored_precision(tmp_path, BF16, logs.append)  # the same precision: nothing to say but the unchecked seed
-    assert len(logs) == 1 and logs[0].startswith("seed-1: stored before seeds recorded their precision")
+    assert len(logs) == 1 and logs[0].startswith("seed-1: stored before lfb recorded their precision")
     # a machine without native bf16 samples in float32: seed 0 (bf16) and a new seed would not be one entry's seeds
     with pytest.raises(InputError, match=r"seed-0/result.json was made sampling in bfloat16 .* here lfb samples in "
                                          r"float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
@@ -74,6 +74,29 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
     prep = SimpleNamespace(run_dir=tmp_path)  # and the same when a run reaches the seed
     with pytest.raises(InputError, match=r"seed-2/result.json is not a seed result \(not JSON"):
         run_seed(prep, None, 2, logs.append)
+
+
+def test_round_checkpoints_made_in_another_precision_stop_the_run_before_they_are_resumed(tmp_path):
+    stopped = tmp_path / "seed-3"
+    stopped.mkdir()
+    (stopped / PRECISION_STAMP).write_text(json.dumps(BF16))  # a seed stopped with no checkpoint: nothing to mix
+    check_stored_precision(tmp_path, FP32, print)
+    (stopped / "round-checkpoint.pt").write_bytes(b"rounds 0-3")
+    (stopped / "round-checkpoint-selectors.pt").write_bytes(b"a stage")
+    logs: list[str] = []
+    check_stored_precision(tmp_path, BF16, logs.append)  # resumed in the precision its rounds ran in
+    assert logs == []
+    with pytest.raises(InputError, match=r"the round checkpoints in .*seed-3 were made sampling in bfloat16 .* here lfb "
+                                         r"samples in float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
+                                         r"LFB_TRAINING_DTYPE=float32 to match it, or delete "
+                                         r"round-checkpoint-selectors.pt, round-checkpoint.pt there"):
+        check_stored_precision(tmp_path, FP32, logs.append)
+    (stopped / PRECISION_STAMP).unlink()  # checkpoints from before lfb stamped them: named, not judged
+    check_stored_precision(tmp_path, FP32, logs.append)
+    assert len(logs) == 1 and logs[0].startswith("seed-3: stored before lfb recorded their precision")
+    (stopped / PRECISION_STAMP).write_text("{")
+    with pytest.raises(InputError, match=r"seed-3/precision.json is not a precision record \(not JSON"):
+        check_stored_precision(tmp_path, FP32, logs.append)
 
 
 def test_jsonable_keeps_what_json_holds_and_says_what_it_cannot():
