@@ -313,7 +313,7 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
     prep.run_dir.mkdir(parents=True, exist_ok=True)
     from largefedbench.models.precision import precision_record
 
-    check_stored_precision(prep.run_dir, precision_record(bundle.device), log)
+    check_stored_precision(prep.run_dir, request.seeds, precision_record(bundle.device), log)
     results: list[SeedResult] = []
     non_private: list[dict[str, float]] = []
     generator_only: list[dict[str, float]] = []

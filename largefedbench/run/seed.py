@@ -8,7 +8,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -25,7 +25,8 @@ from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonab
 if TYPE_CHECKING:
     from largefedbench.run.eval import Prepared
 
-__all__ = ["METHOD_OUTPUT", "PRECISION_STAMP", "check_stored_precision", "load_method_output", "run_seed", "save_method_output"]
+__all__ = ["METHOD_OUTPUT", "PRECISION_STAMP", "check_stored_precision", "load_method_output", "run_seed",
+           "save_method_output"]
 
 
 def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None], audit: Any = None) -> SeedResult:
@@ -127,29 +128,33 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     return result
 
 
-def check_stored_precision(run_dir: Path, current: dict[str, str], log: Callable[[str], None]) -> None:
-    """Stop before any work when a seed stored in ``run_dir``, or the round checkpoints of one that was stopped, were
-    made sampling or training in another precision than this process's (``current``,
+def check_stored_precision(run_dir: Path, seeds: Iterable[int], current: dict[str, str],
+                           log: Callable[[str], None]) -> None:
+    """Stop before any work when one of ``seeds`` stored in ``run_dir``, or the round checkpoints of one that was
+    stopped, was made sampling or training in another precision than this process's (``current``,
     :func:`~largefedbench.models.precision.precision_record`): an entry records one precision for all its seeds and
     rounds, and a CPU without native bf16 samples in float32 where one with it samples in bf16. Seeds and checkpoints
     stored before lfb recorded their precision cannot be checked; the log names them."""
     unknown = []
-    for seed_dir in sorted(p for p in run_dir.glob("seed-*") if p.is_dir()):
-        done, stamp = seed_dir / "result.json", seed_dir / PRECISION_STAMP
+    for seed in sorted(set(seeds)):
+        seed_dir = run_dir / f"seed-{seed}"
+        done, stamp, saved = seed_dir / "result.json", seed_dir / PRECISION_STAMP, checkpoint_files(seed_dir)
         if done.exists():
             data = _stored_result(done)
             recorded = data.get("precision") if isinstance(data, dict) else None  # not a dict: from_json says so
-            made, fix = f"{done} was made", f"delete {seed_dir} to run that seed again here"
-        elif checkpoint_files(seed_dir):
+            made = f"{done} was made"
+        elif saved:  # a stopped seed: its folder holds nothing committed, so it can be started again as a whole
             recorded = _stored_json(stamp) if stamp.exists() else None
-            made = f"the round checkpoints in {seed_dir} were made"
-            fix = f"delete {', '.join(p.name for p in checkpoint_files(seed_dir))} there to start that seed again here"
+            if recorded is not None and not (isinstance(recorded, dict) and "generation" in recorded):
+                raise InputError(f"{stamp} is not a precision record ({recorded!r}): delete {seed_dir} to run that "
+                                 "seed again")
+            made = f"the round checkpoints in {seed_dir} ({', '.join(p.name for p in saved)}) were made"
         else:
             continue  # nothing kept but what is stamped with its own precision (the method's output)
         if recorded is None:
             unknown.append(seed_dir.name)
         elif recorded != current:
-            raise InputError(_mixed_precision(made, recorded, current, fix))
+            raise InputError(_mixed_precision(made, recorded, current, f"delete {seed_dir} to run that seed again here"))
     if unknown:
         log(f"{', '.join(unknown)}: stored before lfb recorded their precision, so not checked against this "
             f"process's (sampling in {current['generation']}, training in {current['training']}); if they ran on "
@@ -162,8 +167,8 @@ def _mixed_precision(made: str, recorded: dict[str, str], current: dict[str, str
     pins = " ".join(f"{var}={name}" if name else f"(unset {var})" for var, name in precision_env(recorded).items())
     return (f"{made} sampling in {recorded.get('generation')} and training in {recorded.get('training')}, "
             f"but here lfb samples in {current['generation']} and trains in {current['training']} (this machine's "
-            f"default, or LFB_GENERATION_DTYPE/LFB_TRAINING_DTYPE): one entry's seeds share one precision. Run with "
-            f"{pins} to match it, or {fix}")
+            f"default, or LFB_GENERATION_DTYPE/LFB_TRAINING_DTYPE): one entry's seeds and rounds share one precision. "
+            f"Run with {pins} to match it, or {fix}")
 
 
 def _stored_result(done: Path) -> Any:
@@ -175,8 +180,8 @@ def _stored_json(path: Path, what: str = "a precision record") -> Any:
     try:
         return json.loads(path.read_text())
     except ValueError as err:
-        raise InputError(f"{path} is not {what} (not JSON: {err}): delete its seed folder to run that seed "
-                         "again") from None
+        raise InputError(f"{path} is not {what} (not JSON: {err}): delete its seed folder {path.parent} to run "
+                         "that seed again") from None
 
 
 PRECISION_STAMP = "precision.json"  # a seed folder's: the precision its round checkpoints were made in

@@ -332,10 +332,19 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
         raise Killed
 
     monkeypatch.setattr(Evaluator, "test_metrics", dies)
+    from largefedbench.contract import PublicResources
+
+    save_round, stamped = PublicResources.save_round, []
+
+    def stamped_before(self, *args, **kwargs):  # each round checkpoint is written after the seed's precision stamp
+        stamped.append((self.run_dir / PRECISION_STAMP).exists())
+        return save_round(self, *args, **kwargs)
+
+    monkeypatch.setattr(PublicResources, "save_round", stamped_before)
     with pytest.raises(Killed):
         run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
     kept = list((tmp_path / "killed" / ".runs").glob(f"*/seed-0/{METHOD_OUTPUT}"))
-    assert len(kept) == 1
+    assert len(kept) == 1 and stamped and all(stamped)
     stamp = kept[0].parent / PRECISION_STAMP  # written before the method ran: what its round checkpoints are made in
     assert json.loads(stamp.read_text()) == whole.entry.environment.precision
     monkeypatch.setattr(Evaluator, "test_metrics", test_metrics)
@@ -348,6 +357,12 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
     assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers
     assert resumed.entry.privacy.epsilon == whole.entry.privacy.epsilon
+    # the run checks its seeds' precision before any work: a seed made in another one is not pooled into the entry
+    done = next((tmp_path / "killed" / ".runs").glob("*/seed-0/result.json"))
+    done.write_text(json.dumps({**json.loads(done.read_text()), "precision": {"generation": "float16",
+                                                                               "training": "float16"}}))
+    with pytest.raises(InputError, match=r"seed-0/result.json was made sampling in float16 and training in float16"):
+        run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
 
 
 def test_a_method_output_of_another_version_is_not_reused(tmp_path):

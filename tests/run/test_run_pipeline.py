@@ -60,17 +60,18 @@ def test_a_stored_seed_made_in_another_precision_stops_the_run_before_any_work(t
         (tmp_path / f"seed-{seed}" / "result.json").write_text(json.dumps(stored))
     assert SeedResult.from_json({**STORED_BEFORE, "precision": BF16}).to_json()["precision"] == BF16
     logs: list[str] = []
-    check_stored_precision(tmp_path, BF16, logs.append)  # the same precision: nothing to say but the unchecked seed
+    check_stored_precision(tmp_path, (0, 1), BF16, logs.append)  # the same precision: nothing but the unchecked seed
     assert len(logs) == 1 and logs[0].startswith("seed-1: stored before lfb recorded their precision")
     # a machine without native bf16 samples in float32: seed 0 (bf16) and a new seed would not be one entry's seeds
     with pytest.raises(InputError, match=r"seed-0/result.json was made sampling in bfloat16 .* here lfb samples in "
                                          r"float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
                                          r"LFB_TRAINING_DTYPE=float32 to match it, or delete .*seed-0"):
-        check_stored_precision(tmp_path, FP32, logs.append)
+        check_stored_precision(tmp_path, (2, 0), FP32, logs.append)
+    check_stored_precision(tmp_path, (1, 2), FP32, logs.append)  # a run of other seeds does not pool seed 0
     (tmp_path / "seed-2").mkdir()
     (tmp_path / "seed-2" / "result.json").write_text("[1, 2")  # cut short: named with the fix, before any work
     with pytest.raises(InputError, match=r"seed-2/result.json is not a seed result \(not JSON: .*delete its seed"):
-        check_stored_precision(tmp_path, BF16, logs.append)
+        check_stored_precision(tmp_path, (2,), BF16, logs.append)
     prep = SimpleNamespace(run_dir=tmp_path)  # and the same when a run reaches the seed
     with pytest.raises(InputError, match=r"seed-2/result.json is not a seed result \(not JSON"):
         run_seed(prep, None, 2, logs.append)
@@ -80,23 +81,25 @@ def test_round_checkpoints_made_in_another_precision_stop_the_run_before_they_ar
     stopped = tmp_path / "seed-3"
     stopped.mkdir()
     (stopped / PRECISION_STAMP).write_text(json.dumps(BF16))  # a seed stopped with no checkpoint: nothing to mix
-    check_stored_precision(tmp_path, FP32, print)
+    logs: list[str] = []
+    check_stored_precision(tmp_path, (3,), FP32, logs.append)
     (stopped / "round-checkpoint.pt").write_bytes(b"rounds 0-3")
     (stopped / "round-checkpoint-selectors.pt").write_bytes(b"a stage")
-    logs: list[str] = []
-    check_stored_precision(tmp_path, BF16, logs.append)  # resumed in the precision its rounds ran in
+    check_stored_precision(tmp_path, (3,), BF16, logs.append)  # resumed in the precision its rounds ran in
     assert logs == []
-    with pytest.raises(InputError, match=r"the round checkpoints in .*seed-3 were made sampling in bfloat16 .* here lfb "
-                                         r"samples in float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
-                                         r"LFB_TRAINING_DTYPE=float32 to match it, or delete "
-                                         r"round-checkpoint-selectors.pt, round-checkpoint.pt there"):
-        check_stored_precision(tmp_path, FP32, logs.append)
+    with pytest.raises(InputError, match=r"the round checkpoints in .*seed-3 \(round-checkpoint-selectors.pt, "
+                                         r"round-checkpoint.pt\) were made sampling in bfloat16 .* here lfb samples "
+                                         r"in float32 .* Run with LFB_GENERATION_DTYPE=bfloat16 "
+                                         r"LFB_TRAINING_DTYPE=float32 to match it, or delete .*seed-3 to run"):
+        check_stored_precision(tmp_path, (0, 3), FP32, logs.append)
+    check_stored_precision(tmp_path, (0, 4), FP32, logs.append)  # not a seed of this run: left as it is
     (stopped / PRECISION_STAMP).unlink()  # checkpoints from before lfb stamped them: named, not judged
-    check_stored_precision(tmp_path, FP32, logs.append)
+    check_stored_precision(tmp_path, (3,), FP32, logs.append)
     assert len(logs) == 1 and logs[0].startswith("seed-3: stored before lfb recorded their precision")
-    (stopped / PRECISION_STAMP).write_text("{")
-    with pytest.raises(InputError, match=r"seed-3/precision.json is not a precision record \(not JSON"):
-        check_stored_precision(tmp_path, FP32, logs.append)
+    for broken, why in (("{", r"not a precision record \(not JSON"), ("[]", r"not a precision record \(\[\]\)")):
+        (stopped / PRECISION_STAMP).write_text(broken)
+        with pytest.raises(InputError, match=rf"seed-3/precision.json is {why}.*delete .*seed-3"):
+            check_stored_precision(tmp_path, (3,), FP32, logs.append)
 
 
 def test_jsonable_keeps_what_json_holds_and_says_what_it_cannot():
@@ -170,6 +173,7 @@ def test_a_finished_seed_can_be_committed_but_checkpoints_and_unreleased_diagnos
     run = Path("leaderboard/.runs/popri--demo-prose--cpu--eps4--0123456789")
     kept = [run / "seed-0" / name for name in ("result.json", "synthetic.json", "synthetic-embeddings.npy")]
     ignored = [run / "seed-0" / name for name in ("method-output.pt", "round-checkpoint.pt", "audit-release-scores.npz",
+                                                  "precision.json",
                                                   "round-checkpoint-public-pretraining.pt",
                                                   "unreleased-diagnostics.json")] + [run / "unreleased-diagnostics.json"]
     for path in kept + ignored:
