@@ -161,6 +161,12 @@ class Federation:
         """Index of the current round (the last cohort drawn); -1 before the first."""
         return self._round
 
+    @property
+    def clients_run_here(self) -> bool:
+        """Whether client functions run in this process (``--executor local``), so what they keep besides their
+        update (an unreleased diagnostic) is seen here; on the process and Ray executors it stays in the workers."""
+        return self._executor.name == "local"
+
     def sample(self, rate: float) -> Cohort:
         """A Poisson cohort: every client joins independently with probability ``rate`` (starts a round)."""
         if not 0.0 < rate <= 1.0:

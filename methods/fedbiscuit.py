@@ -109,6 +109,9 @@ EMBEDDING_SELECTOR_DEVIATION = (
 SELECTOR_WEIGHTS = ("uniform", "group")  # Eq. 6's p_m: 1/M (paper, reference) or 1/N_u (ours)
 SELECTOR_DTYPES = ("float32", "bfloat16")  # the selector's training forward (its scores are always float32)
 SELECTORS = ("llm", "embedding")  # the paper's LoRA selector on the generator; ours: linear on embedding differences
+AGREEMENT_NEEDS_LOCAL = ("record_agreement needs --executor local: the raw agreement is a diagnostic the client "
+                         "functions keep in the process they run in, and on the process or Ray executor that is a "
+                         "worker it never leaves; add --executor local, or turn record_agreement off")
 TEMPLATE_A, TEMPLATE_B, TEMPLATE_END = "Text A: ", "\nText B: ", "\nWhich text is more like your own documents? Answer:"
 CHOICES = (" A", " B")
 
@@ -624,8 +627,10 @@ class FedBis(Method):
         tok = public.models.generator_tokenizer
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
         generator = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
-        if cfg.record_agreement:
-            unreleased_path(public)  # fails now, not after the first round, if the run has no folder
+        if cfg.record_agreement:  # fails now, not after the first round
+            unreleased_path(public)  # the run has no folder to write it to
+            if not fed.clients_run_here:
+                raise InputError(AGREEMENT_NEEDS_LOCAL)
 
         if cfg.selector == "embedding":
             selector = EmbeddingSelectorTask.model(embed([], public.models.embedder).shape[1])
@@ -847,8 +852,7 @@ class _SelectorTraining(Server):
         if tally is None:
             return
         if tally.clients != len(release.cohort):
-            raise InputError("record_agreement needs the local executor: the raw agreement is a diagnostic kept in "
-                             "this process and never leaves a Ray worker; turn it off or use --executor local")
+            raise InputError(AGREEMENT_NEEDS_LOCAL)
         record_unreleased(self.public, int(release.cohort.round), {"phase": self.current[0], **tally.summary()})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

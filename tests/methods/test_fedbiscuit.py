@@ -482,6 +482,18 @@ def test_the_pair_pool_built_again_on_a_resume_between_selector_rounds_is_not_co
     assert resumed.pool == "built" and resumed.fed.clock.redone_seconds >= 0.1 and resumed.fed.clock.seconds() < 0.05
 
 
+def test_record_agreement_on_a_worker_executor_stops_before_any_round(tiny, tmp_path):
+    """The agreement is kept where the client functions run: on worker processes it never reaches the method, so
+    the run stops before its first round (not after it, with the round's work lost)."""
+    fed, public = federation_and_public(tiny, tmp_path)
+    workers = Federation(tiny[0].train, seed=0, executor="process")
+    assert fed.clients_run_here and not workers.clients_run_here
+    cfg = dataclasses.replace(FedBisConfig.tiny(), record_agreement=True)
+    with pytest.raises(InputError, match="record_agreement needs --executor local.*add --executor local"):
+        FedBis().train(workers, public, cfg, BUDGET)
+    assert workers.round == -1 and not workers.releases and not len(workers.ledger)  # no cohort drawn, nothing sent
+
+
 @pytest.mark.slow
 def test_fedbis_records_its_selectors_agreement_unreleased_and_trains_only_the_top_layers(tiny, tmp_path):
     """``record_agreement``: one unreleased row a round (the broadcast selector against each cohort client's own
