@@ -186,8 +186,8 @@ def test_empty_cohorts_and_bad_input_get_clear_errors(split):
 #: counts, the ledger and costs, the noise-free and shuffled diagnostics' flags and the audit's hooks — nothing that returns
 #: per-client rows
 # door_seconds: wall seconds spent in private_sum (the rounds loop's server time is the rest), no client data
-PUBLIC_API = {"budget", "client_ids", "client_outputs", "clock", "costs", "door_seconds", "epoch", "everyone",
-              "ledger", "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum",
+PUBLIC_API = {"budget", "client_ids", "client_outputs", "clients_run_here", "clock", "costs", "door_seconds", "epoch",
+              "everyone", "ledger", "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum",
               "release_without_noise", "releases", "round", "sample", "shuffle_releases", "state_dict"}
 
 
