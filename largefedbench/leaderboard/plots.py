@@ -32,6 +32,10 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+#: the frontier's markers, cycled beside tab10's colours (7 and 10 share no factor)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def frontier_plot(group: Group, path: Path) -> Path:
     """Top-1 accuracy (mean ± std over seeds) against ε; hollow markers for entries shown apart."""
     plt = _pyplot()
@@ -42,15 +46,15 @@ def frontier_plot(group: Group, path: Path) -> Path:
     for i, name in enumerate(methods):
         rows = sorted((r for r in private if r.label == name), key=lambda r: r.epsilon)
         ranked = [r for r in rows if r.status == "ranked"]
-        color = colors(i % 10)
+        color, marker = colors(i % 10), MARKERS[i % len(MARKERS)]  # 7 markers × 10 colours: no two methods alike
         if ranked:
             ax.errorbar([r.epsilon for r in ranked], [100 * r.top1 for r in ranked],
-                        yerr=[100 * r.entry.metrics.next_token_accuracy.top1.std for r in ranked], marker="o",
+                        yerr=[100 * r.entry.metrics.next_token_accuracy.top1.std for r in ranked], marker=marker,
                         capsize=3, color=color, label=name)
         apart = [r for r in rows if r.status != "ranked"]
         if apart:
             ax.scatter([r.epsilon for r in apart], [100 * r.top1 for r in apart], facecolors="none",
-                       edgecolors=color, label=f"{name} (unranked / contaminated)")
+                       edgecolors=color, marker=marker, label=f"{name} (unranked / contaminated)")
     public = _mean_reference(group, "reference_public")
     non_private = _mean_reference(group, "reference_non_private")
     no_signal = _mean_reference(group, "reference_generator_only")
