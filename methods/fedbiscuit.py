@@ -628,7 +628,7 @@ class FedBis(Method):
         examples = public_examples(public, minimum=cfg.examples_per_prompt)
         generator = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
         if cfg.record_agreement:  # fails now, not after the first round
-            unreleased_path(public)  # the run has no folder to write it to
+            unreleased_path(public)  # raises if the run has no folder to write the diagnostic to
             if not fed.clients_run_here:
                 raise InputError(AGREEMENT_NEEDS_LOCAL)
 

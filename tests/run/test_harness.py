@@ -319,6 +319,7 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     training or evaluation resumes there, and the entry is the one an uninterrupted run writes."""
     from conftest import Killed
 
+    from largefedbench.contract import PublicResources
     from largefedbench.run.evaluator import Evaluator
     from largefedbench.run.seed import METHOD_OUTPUT, PRECISION_STAMP
 
@@ -332,8 +333,6 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
         raise Killed
 
     monkeypatch.setattr(Evaluator, "test_metrics", dies)
-    from largefedbench.contract import PublicResources
-
     save_round, stamped = PublicResources.save_round, []
 
     def stamped_before(self, *args, **kwargs):  # each round checkpoint is written after the seed's precision stamp
