@@ -11,7 +11,7 @@ How to write a method: CONTRIBUTING.md; the map: docs/architecture.md.
 """
 
 from largefedbench.client_views import ChunkView, ClientView
-from largefedbench.contract import Artifact, Method, PublicResources
+from largefedbench.contract import Artifact, Method, NoSettings, PublicResources
 from largefedbench.errors import InputError, MethodError
 from largefedbench.fedtrain import FlatParams, Release, Server, train_rounds
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, TreeAggregationEvent
@@ -21,7 +21,6 @@ from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
 from largefedbench.synthetic.noise import noise_for_rounds
 
 __all__ = ["Artifact", "ChunkView", "ClientView", "FlatParams", "Gaussian", "GaussianEvent", "InputError", "Method",
-           "MethodError", "NoNoise", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources", "Release",
-           "RoundsLoop",
-           "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum", "cohort_fields", "draw_cohort",
-           "noise_for_rounds", "train_rounds"]
+           "MethodError", "NoNoise", "NoSettings", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources",
+           "Release", "RoundsLoop", "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum",
+           "cohort_fields", "draw_cohort", "noise_for_rounds", "train_rounds"]

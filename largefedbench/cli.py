@@ -595,8 +595,7 @@ def _add_leaderboard_parsers(sub) -> None:
     _add_home(p, old="--root")
     p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
     p.add_argument("--accuracy-tolerance", type=float, default=0.005, help="absolute, on accuracies (default 0.005)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress")
+    _add_output_flags(p)
     p.set_defaults(func=cmd_leaderboard_reproduce)
     p = bsub.add_parser("submit", help="check an entry as the board's CI will and lay out its pull request",
                         description="Validate ENTRY (with fix hints), check its plots and that its method can be found "
@@ -608,8 +607,7 @@ def _add_leaderboard_parsers(sub) -> None:
                    "board's repository (default ./leaderboard)")
     p.add_argument("--no-smoke", action="store_true", help="skip `lfb smoke` of a plug-in method (CI still runs it)")
     _add_home(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress")
+    _add_output_flags(p)
     p.set_defaults(func=cmd_leaderboard_submit)
     board.set_defaults(func=lambda a: (board.print_help(), 2)[1])
 
@@ -623,8 +621,7 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
     p.add_argument("--seed", type=int, default=0)
     _add_home(p, old="--root")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress")
+    _add_output_flags(p)
     p.set_defaults(func=cmd_smoke)
 # --- end of leaderboard and smoke ------------------------------------------------------------------------------
 
@@ -671,11 +668,17 @@ def _add_home(p: argparse.ArgumentParser, *, old: str | None = None) -> None:
                        help=argparse.SUPPRESS)
 
 
-def _add_common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+def _add_output_flags(p: argparse.ArgumentParser, *, json_help: str | None = None,
+                      quiet_help: str | None = "no progress") -> None:
+    """``--json`` (print JSON instead of text) and, unless ``quiet_help`` is None, ``--quiet``."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    if quiet_help is not None:
+        p.add_argument("--quiet", action="store_true", help=quiet_help)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
     _add_home(p, old="--out")
-    if json_flag:
-        p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress bars")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -812,8 +815,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "feedback without information about the clients and is never ranked")
     _add_run_flags(p)
     _add_executor_flags(p)
-    p.add_argument("--json", action="store_true", help="print the entry")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_output_flags(p, json_help="print the entry", quiet_help="no progress bars")
     p.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="benchmarks: scale, llm")
@@ -829,8 +831,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shortcut: POPri's exact algebraic clipped sum (default); general: streamed score rows")
     p.add_argument("--seed", type=int, default=0)
     _add_executor_flags(p, default="local")  # library client functions only: nothing to isolate
-    p.add_argument("--json", action="store_true", help="print one JSON document (with a checksum of the noised sum)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_flags(p, json_help="print one JSON document (with a checksum of the noised sum)",
+                      quiet_help="no progress bar")
     p.set_defaults(func=cmd_bench_scale)
     p = bsub.add_parser("llm", help="the cpu profile's LLM: sampling tokens/s and a DPO step against this machine's limit",
                         description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
@@ -843,8 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fid-samples", type=int, default=256, help="samples per FID of the quality check (0: skip it)")
     p.add_argument("--dpo-pairs", type=int, default=8, help="preference pairs of the DPO timing (0: skip it)")
     p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress lines")
     p.set_defaults(func=cmd_bench_llm)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
 
@@ -862,8 +863,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "for in every output of each seed; a hit stops the audit (default 3; 0 turns the search off)")
     p.add_argument("--epsilon", type=float, nargs="+", help="one or more claimed epsilons to run at (default 1)")
     _add_run_flags(p)
-    p.add_argument("--json", action="store_true", help="print the entry (a list with several --epsilon)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_output_flags(p, json_help="print the entry (a list with several --epsilon)", quiet_help="no progress bars")
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")

@@ -30,6 +30,7 @@ __all__ = [
     "OUTPUT_KINDS",
     "Artifact",
     "Method",
+    "NoSettings",
     "PublicResources",
     "config_from_overrides",
     "config_to_dict",
@@ -62,6 +63,15 @@ class Artifact:
         if model is None:
             raise MethodError("the method returned no model")
         return cls("model", model=model, info=info, history=list(history or []))
+
+
+@dataclass(frozen=True)
+class NoSettings:
+    """The ``Config`` of a method with no settings of its own: every preset is the same empty config."""
+
+    @classmethod
+    def tiny(cls) -> NoSettings:
+        return cls()
 
 
 class Method:

@@ -1,9 +1,12 @@
 """What CTCL, DP instruction resampling and weak-client voting share: the generator's adapter is DP-fine-tuned with
 DP-FedAvg (:func:`~largefedbench.fedtrain.train_adapter`) and a DP histogram over every client then decides what the
-fine-tuned generator writes or keeps. Only the release is shared here; each method's histogram is its own."""
+fine-tuned generator writes or keeps. Shared here: the release, the calibration of the fine-tuning beside the
+histograms, and the DP fine-tuning settings CTCL and DP instruction resampling set alike; each method's histogram is
+its own."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,9 +14,40 @@ import numpy as np
 from largefedbench.contract import Method
 from largefedbench.fedtrain import FedAvgSettings
 from largefedbench.fedtrain.generator import require_private_budget
+from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.privacy.mechanisms import Gaussian
+from largefedbench.synthetic.generation_settings import GenerationSettings
 
-__all__ = ["DPGeneratorMethod", "histogram_release"]
+__all__ = ["DPAdapterSettings", "DPGeneratorMethod", "histogram_release"]
+
+
+@dataclass(frozen=True)
+class DPAdapterSettings(GenerationSettings):
+    """What DP instruction resampling (Yu et al., ICML 2024, App. F) and CTCL (Tan et al., ICML 2025, §4.1.3) set
+    alike: DP-Adam on a LoRA adapter (rank 8, α 16) as DP-FedAvg — one local step of lr 1 per client, Adam on the
+    server — over 4,096 expected clients a step with local batch 64 and 96 tokens; nucleus top-p 0.95; the DP
+    histogram at noise multiplier 10. ``clip`` and ``server_lr`` are Yu et al.'s; CTCL's config sets its own."""
+
+    # DP-Adam as DP-FedAvg
+    clients_per_round: int = 4096
+    clip: float = 0.5
+    server_lr: float = 1e-3
+    client_lr: float = 1.0
+    local_batch_size: int = 64
+    max_len: int = 96
+    # the generator's adapter, its sampling and the histogram
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    top_p: float = 0.95
+    histogram_noise_multiplier: float = 10.0
+
+    def fedavg_steps(self, rounds: int, n_clients: int) -> FedAvgSettings:
+        """DP-Adam as DP-FedAvg: ``rounds`` server Adam steps, each over min(clients_per_round, N) expected clients
+        taking one local step."""
+        return FedAvgSettings(rounds=rounds, clients_per_round=min(self.clients_per_round, n_clients), clip=self.clip,
+                              client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,
+                              max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam",
+                              max_len=self.max_len)
 
 
 class DPGeneratorMethod(Method):
@@ -28,6 +62,14 @@ class DPGeneratorMethod(Method):
         require_private_budget(budget, self.name)
         settings = cfg.fedavg(fed.n_clients)
         return settings, settings.calibrate(budget, fed.n_clients, *others, rate=rate)
+
+    def fedavg_beside_histogram(self, fed, cfg: DPAdapterSettings, budget) -> tuple[FedAvgSettings, float, float]:
+        """:meth:`fedavg_rounds` beside one histogram over every client at the fixed σ_h =
+        ``cfg.histogram_noise_multiplier`` (both papers fix it and calibrate the fine-tuning to the rest of the
+        budget). Returns the settings, the fine-tuning's σ and σ_h."""
+        sigma_h = cfg.histogram_noise_multiplier
+        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        return settings, sigma, sigma_h
 
 
 def histogram_release(fed, votes, sigma: float, *, broadcast: Any = None) -> tuple[Any, np.ndarray]:

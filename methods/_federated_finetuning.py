@@ -45,15 +45,19 @@ class FineTuningConfig:
     update norm and the fraction clipped per round to the run folder's ``unreleased-diagnostics.json`` — computed
     from un-noised updates, so NOT covered by the ε of the run and never written into the history or the entry."""
 
+    # rounds and Poisson cohorts (Table 3)
     rounds: int = 20
     clients_per_round: int = 1000
+    # each client's local SGD
     local_epochs: int = 1
     client_batch_size: int = 2
     max_len: int = 64
     client_lr: float = 0.03
     max_local_steps: int | None = None
+    # the clipped, noised sum and the server step
     clip: float = 0.1
     server_lr: float = 1.0
+    # validation, memory and diagnostics
     eval_every: int = 1
     chunk_clients: int = 16
     record_update_norms: bool = False

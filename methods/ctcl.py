@@ -38,11 +38,9 @@ from largefedbench.fedtrain.generator import (
     generator_update,
     pretrain_on_public,
 )
-from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
+from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
-from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.synthetic.generation import generate, seed_for
-from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.histograms import (
     Buckets,
     fit_buckets,
@@ -73,7 +71,7 @@ _WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
-class CTCLConfig(GenerationSettings):
+class CTCLConfig(DPAdapterSettings):
     """Defaults from Tan et al. (ICML 2025), §4.1.3 / App. D and the released code (tanyuqian/synthetic-private-data).
 
     DP finetuning (§4.1.3): DP-Adam, 2000 steps, batch 4096, clip 1.0; peak lr chosen from {1, 4}×{1e-3, 1e-4, 1e-5}
@@ -84,25 +82,20 @@ class CTCLConfig(GenerationSettings):
     pretrains CTCL-Generator for ~24 h on 256 TPU cores).
     """
 
+    # CTCL-Topic
     n_topics: int = 1000
     n_keywords: int = 10
     topic_pca_variance: float = 0.9
     topic_corpus_size: int | None = None
+    # CTCL-Generator's public conditional training (ours)
     public_pretrain_steps: int = 1000
     public_pretrain_batch_size: int = 32
     public_pretrain_lr: float = 1e-4
+    # DP fine-tuning (§4.1.3) and generation; the rest as DPAdapterSettings
     dp_steps: int = 2000
-    clients_per_round: int = 4096
     clip: float = 1.0
     server_lr: float = 4e-4
-    client_lr: float = 1.0
-    local_batch_size: int = 64
-    max_len: int = 96
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    histogram_noise_multiplier: float = 10.0
     n_synthetic: int = 400_000
-    top_p: float = 0.95
 
     @classmethod
     def tiny(cls) -> CTCLConfig:
@@ -122,9 +115,8 @@ class CTCLConfig(GenerationSettings):
                    max_len=80, lora_rank=4, lora_alpha=8, n_synthetic=1024, max_new_tokens=48, generation_batch_size=48)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
-        return FedAvgSettings(rounds=self.dp_steps, clients_per_round=min(self.clients_per_round, n_clients), clip=self.clip,
-                        client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,
-                        max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam", max_len=self.max_len)
+        """``dp_steps`` DP-Adam steps (§4.1.3)."""
+        return self.fedavg_steps(self.dp_steps, n_clients)
 
 
 # -- CTCL-Topic ---------------------------------------------------------------------------------------------
@@ -211,8 +203,7 @@ class CTCL(DPGeneratorMethod):
     Config = CTCLConfig
 
     def train(self, fed, public, cfg: CTCLConfig, budget) -> Artifact:
-        sigma_h = cfg.histogram_noise_multiplier
-        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        settings, sigma, sigma_h = self.fedavg_beside_histogram(fed, cfg, budget)
         n = fed.n_clients
         topics, public_labels, public_spans = fit_topic_model(public, cfg.n_topics, cfg.n_keywords,
                                                               variance=cfg.topic_pca_variance, seed=public.seed,

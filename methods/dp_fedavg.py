@@ -19,15 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from largefedbench.fedtrain import FlatParams, ServerOptimizer
-from largefedbench.methods._federated_finetuning import (
-    FederatedFineTuning,
-    FineTuningConfig,
-    ModelServer,
-)
-from largefedbench.privacy import PoissonGaussianEvent
-from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import cohort_fields
+from largefedbench.api import FlatParams, Gaussian, PoissonGaussianEvent, cohort_fields
+from largefedbench.fedtrain import ServerOptimizer
+from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 

@@ -33,16 +33,10 @@ from typing import Any
 
 import torch
 
-from largefedbench.errors import InputError
+from largefedbench.api import FlatParams, InputError, TreeAggregation, TreeAggregationEvent, TreePrefixSum
 from largefedbench.federation import Federation
-from largefedbench.fedtrain import FlatParams, ftrl_weights
-from largefedbench.methods._federated_finetuning import (
-    FederatedFineTuning,
-    FineTuningConfig,
-    ModelServer,
-)
-from largefedbench.privacy import TreeAggregationEvent
-from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
+from largefedbench.fedtrain import ftrl_weights
+from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
 
 __all__ = ["DPFTRL", "DPFTRLConfig"]
 

@@ -37,11 +37,9 @@ from largefedbench.fedtrain.generator import (
     generator_update,
     lora_generator,
 )
-from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
+from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
-from largefedbench.privacy import PoissonGaussianEvent
 from largefedbench.synthetic.generation import generate_flat, seed_for
-from largefedbench.synthetic.generation_settings import GenerationSettings
 from largefedbench.synthetic.histograms import (
     fit_buckets,
     normalized_votes,
@@ -67,7 +65,7 @@ DEVIATIONS = (
 
 
 @dataclass(frozen=True)
-class DPResampleConfig(GenerationSettings):
+class DPResampleConfig(DPAdapterSettings):
     """Defaults from Yu et al. (ICML 2024).
 
     Alg. 1 (§4.1, App. F.2 Table 9, App. F.4): LoRA rank 8 on the attention weights; DP-Adam, constant lr 1e-3,
@@ -78,16 +76,9 @@ class DPResampleConfig(GenerationSettings):
     ``max_pool_size``/``pool_growth`` bound the "need more initial samples" loop (the paper needed up to 743k).
     """
 
+    # Alg. 1's DP fine-tuning (the rest as DPAdapterSettings)
     epochs: float = 10.0
-    clients_per_round: int = 4096
-    clip: float = 0.5
-    server_lr: float = 1e-3
-    client_lr: float = 1.0
-    local_batch_size: int = 64
-    max_len: int = 96
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    top_p: float = 0.95
+    # the initial pool (§3.2) and Alg. 2's resampling
     pool_size: int = 1_000_000
     max_pool_size: int = 2_000_000
     pool_growth: int = 250_000
@@ -95,7 +86,6 @@ class DPResampleConfig(GenerationSettings):
     pca_variance: float = 0.9
     kmeans_n_init: int = 5
     kmeans_max_iter: int = 500
-    histogram_noise_multiplier: float = 10.0
     n_synthetic: int = 180_000
 
     @classmethod
@@ -118,9 +108,7 @@ class DPResampleConfig(GenerationSettings):
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The DP-FedAvg settings: int(epochs·N/B) rounds of B expected clients (App. F.4's step count)."""
         per_round = min(self.clients_per_round, n_clients)
-        return FedAvgSettings(rounds=max(1, int(self.epochs * n_clients / per_round)), clients_per_round=per_round,
-                        clip=self.clip, client_lr=self.client_lr, local_epochs=1, local_batch_size=self.local_batch_size,
-                        max_local_steps=1, server_lr=self.server_lr, server_optimizer="adam", max_len=self.max_len)
+        return self.fedavg_steps(max(1, int(self.epochs * n_clients / per_round)), n_clients)
 
 
 class DPInstructionResampling(DPGeneratorMethod):
@@ -130,8 +118,7 @@ class DPInstructionResampling(DPGeneratorMethod):
     Config = DPResampleConfig
 
     def train(self, fed, public, cfg: DPResampleConfig, budget) -> Artifact:
-        sigma_h = cfg.histogram_noise_multiplier
-        settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
+        settings, sigma, sigma_h = self.fedavg_beside_histogram(fed, cfg, budget)
         n = fed.n_clients
         tok = public.models.generator_tokenizer
         model = lora_generator(public.models, rank=cfg.lora_rank, alpha=cfg.lora_alpha, attention_only=True)

@@ -140,6 +140,7 @@ class FedBisConfig(SamplingSettings):
     diagnostics — raw, never in the entry, local executor only.
     """
 
+    # selector training (Table 3)
     rounds: int = 500
     sample_rate: float = 5 / 53
     local_steps: int = 30
@@ -150,11 +151,13 @@ class FedBisConfig(SamplingSettings):
     lora_rank: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.05
+    # the candidate pairs the selectors judge, and each client's share (ours)
     pool_pairs: int = 4096
     pairs_per_client: int = 32
     validation_pairs: int = 8
     candidate_tokens: int = 64
     pair_temperature: float = 0.7
+    # RLFT: the generator's DPO on the selectors' preferences (§6)
     n_dpo_prompts: int = 4096
     n_completions: int = 2
     dpo_beta: float = 0.1
@@ -162,6 +165,7 @@ class FedBisConfig(SamplingSettings):
     dpo_epochs: int = 3
     dpo_batch_size: int = 32
     dpo_gradient_accumulation: int = 1
+    # the final set, and how the LLM selector runs
     n_synthetic: int = 100_000
     selector_batch_size: int = 64
     selector_dtype: Literal["float32", "bfloat16"] = "float32"

@@ -60,10 +60,9 @@ from largefedbench.synthetic.generation import (
     seed_for,
 )
 from largefedbench.synthetic.generation_settings import GenerationSettings
-from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds, final_samples
+from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds, GeneratorRoundsSettings, final_samples
 from largefedbench.synthetic.noise import noise_for_rounds
 from largefedbench.synthetic.prompts import (
-    SamplingSettings,
     build_prompts,
     check_prompt_format,
     prompt_template,
@@ -94,15 +93,18 @@ class PEConfig(GenerationSettings):
     fraction 0.3 and 2 passes over 64 tokens, > 20-word public seeds, expansion prompts of 3 examples, temperature
     1.0, top-p 1.0, > 3-word outputs); 64 new tokens, 1,000,000 final samples (POPri App. B.1)."""
 
+    # the population and its DP histogram (App. C.3)
     rounds: int = 20
     n_synthetic: int = 1024
     threshold_multiplier: float = H_MULTIPLIER
     lookahead: int = 4
+    # variation of the survivors, from public seeds (PrE-Text code)
     variation_model: str | None = "roberta-large"
     mask_fraction: float = 0.3
     variation_passes: int = 2
     variation_max_length: int = 64
     min_words: int = 20
+    # cohorts, the final set and the expansion prompts
     clients_per_round: int | None = None
     n_final: int = 1_000_000
     examples_per_prompt: int = 3
@@ -141,28 +143,21 @@ class PEConfig(GenerationSettings):
 
 
 @dataclass(frozen=True)
-class PESFTConfig(SamplingSettings):
+class PESFTConfig(GeneratorRoundsSettings):
     """PE+SFT (POPri §3, Table 1): PE's histogram, threshold and selection as in App. C.3 (T = 20, N_syn = 1024,
     H = 4 · 0.1626 · σ), the generator fine-tuned on the selected samples; LoRA r 4 / α 8 as POPri; SFT lr, epochs
     and batch are our choice (the paper gives none)."""
 
-    rounds: int = 20
     n_synthetic: int = 1024
     threshold_multiplier: float = H_MULTIPLIER
-    clients_per_round: int | None = None
-    lora_rank: int = 4
-    lora_alpha: int = 8
-    lora_dropout: float = 0.0
     sft_lr: float = 1e-5
     sft_epochs: int = 2
     sft_batch_size: int = 24
-    early_stopping: bool = True
-    n_final: int = 1_000_000
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if min(self.rounds, self.n_synthetic, self.n_final, self.sft_epochs, self.sft_batch_size) < 1:
-            raise InputError("rounds, n_synthetic, n_final, sft_epochs and sft_batch_size must be >= 1")
+        if min(self.n_synthetic, self.sft_epochs, self.sft_batch_size) < 1:
+            raise InputError("n_synthetic, sft_epochs and sft_batch_size must be >= 1")
         if not self.threshold_multiplier >= 0:
             raise InputError(f"threshold_multiplier={self.threshold_multiplier} must be >= 0 (H = 4 · multiplier · σ)")
 

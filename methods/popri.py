@@ -53,10 +53,9 @@ from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.errors import InputError
 from largefedbench.synthetic.dpo import LOSS_TYPES, dpo_update
 from largefedbench.synthetic.generation import seed_for
-from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds
+from largefedbench.synthetic.generator_rounds import Batch, GeneratorRounds, GeneratorRoundsSettings
 from largefedbench.synthetic.lora import load_lora_state, lora_state
 from largefedbench.synthetic.preferences import preference_pairs
-from largefedbench.synthetic.prompts import SamplingSettings
 from largefedbench.synthetic.scoring import NnVotes, PopriScores
 from largefedbench.synthetic.texts import take
 
@@ -67,7 +66,7 @@ PROMPT_DEVIATION = ("prompts: {fmt!r} instead of the paper's few-shot 'Original 
 
 
 @dataclass(frozen=True)
-class POPriConfig(SamplingSettings):
+class POPriConfig(GeneratorRoundsSettings):
     """POPri's settings; defaults from the paper (§3.1, §5, App. B.1, E.1–E.5) and the reference config.
 
     K = ``n_prompts`` = 1800 prompts × J = ``n_per_prompt`` = 10 samples per round, rejected rank ℓ = 5, 64 new
@@ -76,16 +75,13 @@ class POPriConfig(SamplingSettings):
     before's lowest-FID epoch (``round_start``, App. B.1), full participation, 1,000,000 final samples. Models (LLaMA-3-8B, all-MiniLM-L6-v2, DistilGPT2) come from the profile.
     """
 
-    rounds: int = 20
+    # each round's samples and the clients' scores (§3.1, App. E)
     n_prompts: int = 1800
     n_per_prompt: int = 10
     rejected_rank: int = 5
     scoring: Literal["cosine", "nn"] = "cosine"
     score_normalization: Literal["zscore", "mean"] = "zscore"
-    clients_per_round: int | None = None
-    lora_rank: int = 4
-    lora_alpha: int = 8
-    lora_dropout: float = 0.0
+    # the DPO step (App. B.1)
     loss_type: Literal["sigmoid", "ipo", "cdpo", "robust"] = "sigmoid"
     label_smoothing: float = 0.0
     beta: float = 0.01
@@ -93,9 +89,7 @@ class POPriConfig(SamplingSettings):
     min_lr: float = 3e-7
     dpo_epochs: int = 2
     dpo_batch_size: int = 24
-    early_stopping: bool = True
     round_start: Literal["best_epoch", "last_epoch"] = "best_epoch"
-    n_final: int = 1_000_000
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,8 +102,8 @@ class POPriConfig(SamplingSettings):
             raise InputError(f"loss_type={self.loss_type!r}; choose one of {', '.join(LOSS_TYPES)}")
         if self.scoring not in ("cosine", "nn"):
             raise InputError(f"scoring={self.scoring!r}; choose 'cosine' (POPri) or 'nn' (PE's histogram, App. E.1)")
-        if min(self.rounds, self.n_prompts, self.n_final, self.dpo_epochs, self.dpo_batch_size) < 1:
-            raise InputError("rounds, n_prompts, n_final, dpo_epochs and dpo_batch_size must be >= 1")
+        if min(self.n_prompts, self.dpo_epochs, self.dpo_batch_size) < 1:
+            raise InputError("n_prompts, dpo_epochs and dpo_batch_size must be >= 1")
 
     @classmethod
     def tiny(cls) -> POPriConfig:

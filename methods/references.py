@@ -11,25 +11,15 @@ Gap closed = (acc − acc₀) / (acc∞ − acc₀) is measured between these tw
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from largefedbench.contract import Artifact, Method
-
-
-@dataclass(frozen=True)
-class ReferenceConfig:
-    """No settings: the downstream training of the profile is used as is."""
-
-    @classmethod
-    def tiny(cls) -> ReferenceConfig:
-        return cls()
+from largefedbench.contract import Artifact, Method, NoSettings
 
 
 class PublicReference(Method):
     name = "public"
     paper = "POPri (Hou et al., ICML 2025) §5: the ε = 0 reference, the public pretrained downstream model"
     output = "model"
-    Config = ReferenceConfig
+    Config = NoSettings  # the profile's downstream training, as is
     fixed_epsilon = 0.0
 
     def train(self, fed, public, cfg, budget) -> Artifact:
@@ -40,7 +30,7 @@ class NonPrivateReference(Method):
     name = "non-private"
     paper = "POPri (Hou et al., ICML 2025) §5: the ε = ∞ reference, fine-tuned on the private clients directly"
     output = "model"
-    Config = ReferenceConfig
+    Config = NoSettings  # the profile's downstream training, as is
     fixed_epsilon = math.inf
 
     def train(self, fed, public, cfg, budget) -> Artifact:

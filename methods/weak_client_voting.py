@@ -97,8 +97,10 @@ class WeakClientVotingConfig(GenerationSettings):
     (App. B "DP Setting"): ε_prof : ε_vote = 2 : 6 and ε_train = 6, each at δ/3 here (δ/2 per phase there).
     """
 
+    # who fine-tunes (§4.2)
     strong_fraction: float = 0.1
     strong_sample_rate: float = 1.0
+    # the strong clients' DP fine-tuning (App. B)
     rounds: int = 200
     local_epochs: int = 50
     local_batch_size: int = 256
@@ -108,8 +110,10 @@ class WeakClientVotingConfig(GenerationSettings):
     max_len: int = 128
     lora_rank: int = 8
     lora_alpha: int = 16
+    # ε shares of the two histograms (App. B); the fine-tuning gets the rest
     profile_budget_share: float = 2 / 14
     vote_budget_share: float = 6 / 14
+    # generation and the weak clients' votes (App. D)
     n_generated: int = 10_000
     votes_per_sample: int = 5
     sampling_rate: float = 0.2

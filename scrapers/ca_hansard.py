@@ -119,18 +119,14 @@ PUBLIC_URL = "https://www.ourcommons.ca"  # records point here whatever base URL
 LICENSE = "House of Commons Speaker's Permission (non-commercial reproduction)"
 CHAMBER = "House of Commons"
 
-# (parliament, session, first sitting day). Sittings of a session lie before the next session's start.
+# (parliament, session, first sitting day), one parliament a line. Sittings of a session lie before the next
+# session's start.
 SESSION_STARTS: tuple[tuple[int, int, str], ...] = (
-    (39, 1, "2006-04-03"),
-    (39, 2, "2007-10-16"),
-    (40, 1, "2008-11-18"),
-    (40, 2, "2009-01-26"),
-    (40, 3, "2010-03-03"),
-    (41, 1, "2011-06-02"),
-    (41, 2, "2013-10-16"),
+    (39, 1, "2006-04-03"), (39, 2, "2007-10-16"),
+    (40, 1, "2008-11-18"), (40, 2, "2009-01-26"), (40, 3, "2010-03-03"),
+    (41, 1, "2011-06-02"), (41, 2, "2013-10-16"),
     (42, 1, "2015-12-03"),
-    (43, 1, "2019-12-05"),
-    (43, 2, "2020-09-23"),
+    (43, 1, "2019-12-05"), (43, 2, "2020-09-23"),
     (44, 1, "2021-11-22"),
     (45, 1, "2025-05-26"),
 )

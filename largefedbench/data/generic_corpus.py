@@ -31,52 +31,16 @@ GENRES: tuple[str, ...] = (
     "a letter to a friend", "an event announcement", "a recipe with a short introduction", "a magazine feature",
 )
 
-TOPICS: tuple[str, ...] = (
-    # home and garden
-    "growing tomatoes", "a vegetable garden in spring", "houseplants", "composting kitchen scraps", "pruning fruit trees",
-    "mowing the lawn", "painting a bedroom", "fixing a leaking tap", "organising a garage", "decorating a small flat",
-    "choosing a sofa", "cleaning an oven", "doing the laundry", "moving to a new house", "building a bookshelf",
-    "a backyard barbecue", "keeping rabbits as pets", "a bird feeder in winter", "a garden pond", "planting roses",
-    # food and drink
-    "baking sourdough bread", "making pancakes", "a family lasagne recipe", "chocolate chip cookies", "homemade soup",
-    "a vegetarian curry", "grilling fish", "making pizza at home", "brewing coffee", "green tea", "a local bakery",
-    "an Italian restaurant", "a farmers market", "packing school lunches", "cooking rice", "apple pie",
-    "a summer salad", "making jam", "a street food stall", "a neighbourhood cafe",
-    # sport and leisure
-    "training for a marathon", "a Sunday football match", "learning to swim", "a tennis tournament", "cycling to work",
-    "a basketball game", "hiking in the mountains", "camping by a lake", "fishing on a river", "a yoga class",
-    "a chess club", "playing the guitar", "piano lessons", "a board game night", "a jigsaw puzzle", "knitting a scarf",
-    "watercolour painting", "photography for beginners", "a pottery class", "birdwatching", "stargazing",
-    "a video game", "a school sports day", "skiing for the first time", "a golf course", "rock climbing",
-    # family and everyday life
-    "a child's birthday party", "a family holiday", "a wedding", "moving to a new city", "a first day at school",
-    "helping with homework", "raising a puppy", "caring for an old cat", "visiting grandparents", "a family reunion",
-    "a morning routine", "getting enough sleep", "saving money on groceries", "planning a monthly budget",
-    "buying a used car", "car maintenance", "commuting by train", "a rainy weekend", "spring cleaning",
-    "a power cut at home", "a snow day", "a neighbour's help", "a lost wallet", "a job interview",
-    "starting a new job", "working from home", "learning a new language", "a library card", "volunteering at a shelter",
-    # places and travel
-    "a weekend in Paris", "a road trip along the coast", "visiting Rome", "a trip to Japan", "a beach holiday",
-    "a city park", "a small seaside town", "a museum visit", "a zoo", "an aquarium", "a castle", "a national park",
-    "a train journey", "an airport delay", "a mountain village", "a lighthouse", "a county fair", "a street market",
-    "a river cruise", "a historic cathedral",
-    # things and shopping
-    "a new smartphone", "a laptop for students", "wireless headphones", "running shoes", "a winter coat",
-    "a coffee machine", "a vacuum cleaner", "a bicycle", "a washing machine", "a kitchen knife set",
-    "a second-hand bookshop", "a toy shop", "a hardware store", "a gift for a friend", "a wristwatch",
-    # culture and knowledge
-    "a favourite novel", "a classic film", "a music festival", "a local theatre play", "a poetry reading",
-    "the history of a small town", "how bridges are built", "how bread rises", "why leaves change colour",
-    "the phases of the moon", "volcanoes", "the ocean tides", "dinosaurs", "honey bees", "whales", "penguins",
-    "the weather in autumn", "thunderstorms", "rainbows", "the invention of the bicycle", "old maps",
-    "learning to draw", "a science fair project", "a spelling bee", "a family recipe book",
-    # health and care (everyday)
-    "a common cold", "hay fever", "a visit to the dentist", "stretching after exercise", "drinking enough water",
-    "a healthy breakfast", "walking every day", "reading before bed", "a first aid kit", "looking after your eyes",
-    # work and small business
-    "opening a bakery", "a family-run hardware shop", "a window cleaning business", "a hair salon", "a bike repair shop",
-    "a plumber's working day", "a small bookshop", "a florist", "a dog walking service", "a car wash",
-)
+TOPICS_FILE = Path(__file__).with_name("generic_topics.txt")
+
+
+def read_topics(path: Path = TOPICS_FILE) -> tuple[str, ...]:
+    """The corpus's subjects in the writer's order: one per line, ``#`` lines are comments."""
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return tuple(line for line in lines if line and not line.startswith("#"))
+
+
+TOPICS: tuple[str, ...] = read_topics()
 
 
 def generic_items(samples_per_pair: int = 4) -> list[tuple[str, str, str]]:

@@ -84,11 +84,13 @@ class TinyGPT2:
     many tokens, which teaches the positions a generator needs for few-shot prompts.
     """
 
+    # the GPT-2 architecture
     n_embd: int = 64
     n_layer: int = 2
     n_head: int = 4
     n_positions: int = 128
     dropout: float = 0.0
+    # pretraining on the public spans
     block_tokens: int | None = None
     max_len: int = 64
     pretrain_steps: int = 100

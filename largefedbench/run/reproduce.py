@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from largefedbench.deprecation import renamed_path
+from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.leaderboard.check_privacy import epsilon_matches
 from largefedbench.leaderboard.files import EntryFile, board_of
@@ -261,6 +262,26 @@ def _audit(entry: Entry, progress: bool):
                  leak_canaries=a.leak_canaries)
 
 
+def bf16_here_notes(entry: Entry, device_type: str, here: str | None) -> list[str]:
+    """What re-running in this machine's bf16 support means for an entry that sampled or trained in bfloat16 on a
+    CPU (``here``: this CPU's native bf16 instructions, :func:`~largefedbench.environment.cpu_bf16`)."""
+    uses = sorted(stage for stage, dtype in (entry.environment.precision or {}).items() if dtype == "bfloat16")
+    hardware = entry.environment.hardware or {}
+    made_on = hardware.get("gpu") or hardware.get("cpu_bf16")
+    if not uses or device_type != "cpu":
+        return []
+    stages = " and ".join(uses)
+    if here is None:
+        return [f"this CPU has no native bf16 instructions (no avx512_bf16 or amx_bf16): the entry's bfloat16 "
+                f"{stages} runs emulated here, one to two orders of magnitude slower than on the {made_on or 'CPU'} "
+                "machine that made it (`lfb bench llm` measures both dtypes)"]
+    if not hardware.get("gpu") and made_on is not None and made_on != here:
+        return [f"bfloat16 {stages} runs on {here} here, on {made_on} where the entry was made: the kernels round "
+                "differently, so sampled texts may differ and accuracies move within the seeds' spread rather than "
+                "repeat to the digit"]
+    return []
+
+
 @contextlib.contextmanager
 def _precision_as(entry: Entry, notes: list[str]):
     """Sample and train in the dtypes the entry recorded (``environment.precision``), whatever this machine's
@@ -311,6 +332,11 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
     entry: Entry = report.entry
     run_seeds = _seeds_to_run(entry, seeds)
     result = ReproduceResult(entry.entry_id, seeds=None if set(run_seeds) == set(entry.seeds) else list(run_seeds))
+    from largefedbench.models.device import get_device
+
+    for note in bf16_here_notes(entry, get_device(None).type, cpu_bf16()):
+        result.notes.append(note)
+        (log or (lambda msg: None))(note)  # before hours of emulated sampling, not after
     with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp, _precision_as(entry, result.notes):
         board = Path(out) if out is not None else Path(tmp)
         request = _prepare(entry, board, home, progress, result.notes, run_seeds)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from largefedbench.errors import InputError
 from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
@@ -26,10 +27,11 @@ from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
 from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
 from largefedbench.synthetic.lora import LoraState, add_lora, load_lora_state, lora_state
 from largefedbench.synthetic.noise import noise_for_rounds
-from largefedbench.synthetic.prompts import build_prompts, public_examples
+from largefedbench.synthetic.prompts import SamplingSettings, build_prompts, public_examples
 from largefedbench.synthetic.texts import chunks
 
-__all__ = ["FINAL_STREAM", "Batch", "GeneratorRounds", "GeneratorRun", "final_samples", "final_set", "sample_batch"]
+__all__ = ["FINAL_STREAM", "Batch", "GeneratorRounds", "GeneratorRoundsSettings", "GeneratorRun", "final_samples",
+           "final_set", "sample_batch"]
 
 
 #: the first prompt and seed stream of a final set (chunk i uses FINAL_STREAM + i): every method that samples its
@@ -59,6 +61,29 @@ class GeneratorRun:
     final_seconds: float
 
 
+@dataclass(frozen=True)
+class GeneratorRoundsSettings(SamplingSettings):
+    """What the template reads from a method's config besides prompting and sampling: T = ``rounds`` (20, POPri
+    App. B.1), ``clients_per_round`` (None: every client, as POPri's Table 3 runs), the generator's LoRA (r 4 / α 8,
+    no dropout: POPri's reference config, which PE+SFT shares), lowest-FID ``early_stopping`` (§5.2) and ``n_final``
+    final samples (1,000,000, App. B.1). POPri's and PE+SFT's configs add their selection and update settings."""
+
+    # rounds and cohorts
+    rounds: int = 20
+    clients_per_round: int | None = None
+    # the generator's adapter and which state writes the final set
+    lora_rank: int = 4
+    lora_alpha: int = 8
+    lora_dropout: float = 0.0
+    early_stopping: bool = True
+    n_final: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if min(self.rounds, self.n_final) < 1:
+            raise InputError(f"rounds={self.rounds} and n_final={self.n_final} must be >= 1")
+
+
 #: the method's client function of a round, built from the samples' embeddings (they are broadcast to the cohort)
 ClientFunction = Callable[[np.ndarray], Callable[[Any], Any]]
 #: the method's selection and update: ``step(r, noisy, batch)`` → the round's public history fields
@@ -68,9 +93,9 @@ Step = Callable[[int, Any, Batch], dict[str, Any]]
 class GeneratorRounds:
     """The rounds of a LoRA generator steered by the clients' noised scores of its samples.
 
-    ``cfg`` is a :class:`~largefedbench.synthetic.prompts.SamplingSettings` (prompts, and the samplers' keywords from
-    ``generation_kwargs()``) that also carries ``rounds``, ``clients_per_round``, LoRA, ``early_stopping`` and
-    ``n_final``; every round samples ``n_prompts`` prompts × ``n_per_prompt`` samples."""
+    ``cfg`` is a :class:`GeneratorRoundsSettings` (prompts, the samplers' keywords from ``generation_kwargs()``,
+    rounds, cohort, LoRA, early stopping, final set); every round samples ``n_prompts`` prompts × ``n_per_prompt``
+    samples."""
 
     def __init__(self, fed, public, budget, cfg, *, n_prompts: int, n_per_prompt: int, desc: str) -> None:
         self.fed, self.public, self.cfg, self.desc = fed, public, cfg, desc

@@ -221,3 +221,27 @@ def test_a_setting_the_entry_predates_reruns_at_the_value_the_method_declares_fo
     with pytest.raises(Stop):
         reproduce(path, home=lfb_home, seeds=[0])
     assert seen[-1]["record_update_norms"] in ("true", "True")
+
+
+def test_a_bf16_entry_says_before_its_re_run_what_this_cpus_bf16_support_means():
+    """Re-running an entry that sampled in bfloat16 on a CPU without native bf16 is emulated (hours instead of
+    minutes); on another bf16 ISA the kernels round differently. Both are said up front; nothing on the same ISA,
+    for a float32 entry, or on a GPU."""
+    from pathlib import Path
+
+    from largefedbench.leaderboard.schema import Entry
+    from largefedbench.run.reproduce import bf16_here_notes
+
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo"
+    ctcl = Entry.model_validate_json((board / "ctcl" / "ctcl--demo-prose--cpu--eps4--26481cf460.json").read_text())
+    assert ctcl.environment.precision["generation"] == "bfloat16"
+    assert ctcl.environment.hardware["cpu_bf16"] == "avx512_bf16"
+    (note,) = bf16_here_notes(ctcl, "cpu", None)
+    assert "emulated" in note and "generation" in note and "avx512_bf16" in note
+    assert bf16_here_notes(ctcl, "cpu", "avx512_bf16") == []
+    assert bf16_here_notes(ctcl, "cuda", None) == []
+    (note,) = bf16_here_notes(ctcl, "cpu", "amx_bf16")
+    assert "round differently" in note
+    float32 = ctcl.model_copy(update={"environment": ctcl.environment.model_copy(
+        update={"precision": {"generation": "float32", "training": "float32"}})})
+    assert bf16_here_notes(float32, "cpu", None) == []
