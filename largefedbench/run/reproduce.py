@@ -193,6 +193,8 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
                          "reproduced here (they were pretrained on a CPU whose kernels give other weights: "
                          f"docs/profiles.md). The board keeps it in its own group (ε = 0 model {entry.public_model}); "
                          f"compare with the entries of group {ours}, or run the method again to add it there")
+    if ours is None and entry.public_model:
+        notes.extend(pretraining_here_notes(entry, prep.profile.name, cpu_bf16()))
     if prep.profile.downstream_training.to_dict() != entry.config.downstream_training:
         notes.append("the profile's downstream training settings differ from the entry's: accuracies may move")
     if prep.method.target != entry.method.target:
@@ -282,6 +284,20 @@ def bf16_here_notes(entry: Entry, device_type: str, here: str | None) -> list[st
     return []
 
 
+def pretraining_here_notes(entry: Entry, profile: str, here: str | None) -> list[str]:
+    """For an entry whose ε = 0 model is pretrained by the run, not shipped: made on a CPU with other matrix kernels
+    (AMX against AVX-512 or none), the weights built here will differ (docs/profiles.md, session 9), and with them
+    every accuracy. ``here``: this CPU's native bf16 instructions."""
+    hardware = entry.environment.hardware or {}
+    if hardware.get("gpu") or "cpu_bf16" not in hardware or hardware["cpu_bf16"] == here:
+        return []
+    there = hardware["cpu_bf16"] or "no native bf16"
+    return [f"the entry's ε = 0 model ({entry.public_model}) is not shipped for the {profile} profile, so it is "
+            f"pretrained here unless this home holds it: it was pretrained on a CPU with {there}, this one has "
+            f"{here or 'no native bf16'}, and other kernels give other weights after thousands of steps "
+            "(docs/profiles.md), so expect the accuracies to move with them; only a CPU like the entry's rebuilds it"]
+
+
 @contextlib.contextmanager
 def _precision_as(entry: Entry, notes: list[str]):
     """Sample and train in the dtypes the entry recorded (``environment.precision``), whatever this machine's
@@ -334,13 +350,14 @@ def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = 
     result = ReproduceResult(entry.entry_id, seeds=None if set(run_seeds) == set(entry.seeds) else list(run_seeds))
     from largefedbench.models.device import get_device
 
-    for note in bf16_here_notes(entry, get_device(None).type, cpu_bf16()):
-        result.notes.append(note)
-        (log or (lambda msg: None))(note)  # before hours of emulated sampling, not after
+    log = log or (lambda msg: None)
+    result.notes.extend(bf16_here_notes(entry, get_device(None).type, cpu_bf16()))
     with tempfile.TemporaryDirectory(prefix="lfb-reproduce-") as tmp, _precision_as(entry, result.notes):
         board = Path(out) if out is not None else Path(tmp)
         request = _prepare(entry, board, home, progress, result.notes, run_seeds)
-        again = run_eval(request, log=log or (lambda msg: None), audit=_audit(entry, progress))
+        for note in result.notes:  # said before the re-run (which may take hours), and again in the result
+            log(note)
+        again = run_eval(request, log=log, audit=_audit(entry, progress))
         if out is not None:
             result.reproduced_path = again.path
         if again.entry.public_model != entry.public_model:

@@ -245,3 +245,21 @@ def test_a_bf16_entry_says_before_its_re_run_what_this_cpus_bf16_support_means()
     float32 = ctcl.model_copy(update={"environment": ctcl.environment.model_copy(
         update={"precision": {"generation": "float32", "training": "float32"}})})
     assert bf16_here_notes(float32, "cpu", None) == []
+
+
+def test_an_entry_whose_eps0_model_is_pretrained_again_says_up_front_when_this_cpu_would_build_other_weights():
+    """The cpu-wide entries' ε = 0 model is not shipped; it was pretrained on a CPU with AMX. Another CPU's kernels
+    give other weights (docs/profiles.md), which the re-run should say before hours of pretraining, not after."""
+    from pathlib import Path
+
+    from largefedbench.leaderboard.schema import Entry
+    from largefedbench.run.reproduce import pretraining_here_notes
+
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo"
+    wide = Entry.model_validate_json(next((board / "dp-fedavg").glob("dp-fedavg--demo-prose--cpu-wide--eps4--*[0-9a-f].json"))
+                                     .read_text())
+    assert wide.environment.hardware["cpu_bf16"] == "amx_bf16" and wide.public_model
+    (note,) = pretraining_here_notes(wide, "cpu-wide", "avx512_bf16")
+    assert wide.public_model in note and "amx_bf16" in note and "other weights" in note
+    assert pretraining_here_notes(wide, "cpu-wide", None) != []
+    assert pretraining_here_notes(wide, "cpu-wide", "amx_bf16") == []
