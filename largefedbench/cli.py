@@ -565,7 +565,7 @@ def _add_leaderboard_parsers(sub) -> None:
                         "Entries are read as data only: nothing in them is imported or executed.")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="entry files or folders")
     p.add_argument("--all", dest="verbose_entries", action="store_true", help="list every entry, not only those with findings")
-    p.add_argument("--json", action="store_true")
+    _add_output_flags(p, quiet_help=None)
     p.set_defaults(func=cmd_leaderboard_validate)
     p = bsub.add_parser("render", help="write README.md, index.html and plots/ from the entries",
                         description="Render the board from OUT/entries into OUT/README.md, OUT/index.html and OUT/plots/. "
@@ -732,7 +732,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "revision tagged NAME, with the release in its card")
     p.add_argument("--list", action="store_true", help="list the releases known here")
     _add_home(p)
-    p.add_argument("--json", action="store_true")
+    _add_output_flags(p, quiet_help=None)
     p.set_defaults(func=cmd_release)
 
     data = sub.add_parser("data", help="snapshots: the demo, list, info, verify, export")
@@ -781,7 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--clients", type=int, help="number of clients N")
         p.add_argument("--per-round", type=int, help="clients per round B (q = B/N)")
         p.add_argument("--accountant", default="auto", help="auto, rdp, pld, prv (default auto)")
-        p.add_argument("--json", action="store_true")
+        _add_output_flags(p, quiet_help=None)
         p.set_defaults(func=func)
     privacy.set_defaults(func=lambda a: (privacy.print_help(), 2)[1])
 
@@ -789,7 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "settings", description="List the registered methods, or with NAME show one method's settings: "
                        "each `--set` key with its value in the paper, cpu and tiny presets.")
     p.add_argument("name", nargs="?", metavar="NAME", help="a method name (or module:Class): show its settings")
-    p.add_argument("--json", action="store_true")
+    _add_output_flags(p, quiet_help=None)
     p.set_defaults(func=cmd_methods)
 
     p = sub.add_parser("eval", help="run a method under an (epsilon, delta) budget and write a leaderboard entry",
@@ -867,7 +867,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
-    p.add_argument("--json", action="store_true")
+    _add_output_flags(p, quiet_help=None)
     p.set_defaults(func=cmd_cutoffs)
     _add_leaderboard_parsers(sub)  # leaderboard and smoke
     return parser

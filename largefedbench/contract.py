@@ -67,7 +67,7 @@ class Artifact:
 
 @dataclass(frozen=True)
 class NoSettings:
-    """The ``Config`` of a method with no settings of its own: every preset is the same empty config."""
+    """No settings: every preset of the method is the same empty config."""
 
     @classmethod
     def tiny(cls) -> NoSettings:

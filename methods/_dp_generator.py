@@ -23,10 +23,11 @@ __all__ = ["DPAdapterSettings", "DPGeneratorMethod", "histogram_release"]
 
 @dataclass(frozen=True)
 class DPAdapterSettings(GenerationSettings):
-    """What DP instruction resampling (Yu et al., ICML 2024, App. F) and CTCL (Tan et al., ICML 2025, §4.1.3) set
-    alike: DP-Adam on a LoRA adapter (rank 8, α 16) as DP-FedAvg — one local step of lr 1 per client, Adam on the
-    server — over 4,096 expected clients a step with local batch 64 and 96 tokens; nucleus top-p 0.95; the DP
-    histogram at noise multiplier 10. ``clip`` and ``server_lr`` are Yu et al.'s; CTCL's config sets its own."""
+    """The DP fine-tuning settings DP instruction resampling and CTCL share here. From both papers (Yu et al., ICML
+    2024, App. F; Tan et al., ICML 2025, §4.1.3): DP-Adam over batches of 4,096 (expected clients a step here),
+    nucleus top-p 0.95, the DP histogram at noise multiplier 10. Ours: DP-Adam run as DP-FedAvg (each client one
+    local step of lr 1 on its averaged gradient, Adam on the server), local batch 64, 96 tokens, LoRA α 16 (rank 8 is
+    Yu et al.'s; neither paper states α). ``clip`` and ``server_lr`` are Yu et al.'s; CTCL's config sets its own."""
 
     # DP-Adam as DP-FedAvg
     clients_per_round: int = 4096
@@ -64,9 +65,9 @@ class DPGeneratorMethod(Method):
         return settings, settings.calibrate(budget, fed.n_clients, *others, rate=rate)
 
     def fedavg_beside_histogram(self, fed, cfg: DPAdapterSettings, budget) -> tuple[FedAvgSettings, float, float]:
-        """:meth:`fedavg_rounds` beside one histogram over every client at the fixed σ_h =
-        ``cfg.histogram_noise_multiplier`` (both papers fix it and calibrate the fine-tuning to the rest of the
-        budget). Returns the settings, the fine-tuning's σ and σ_h."""
+        """:meth:`fedavg_rounds` beside one histogram over every client at the configured σ_h =
+        ``cfg.histogram_noise_multiplier`` (10 in both papers): σ_h stays fixed and the fine-tuning's σ is calibrated
+        so that both releases together spend the budget. Returns the settings, the fine-tuning's σ and σ_h."""
         sigma_h = cfg.histogram_noise_multiplier
         settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_h, 1.0, 1))
         return settings, sigma, sigma_h

@@ -45,7 +45,7 @@ class FineTuningConfig:
     update norm and the fraction clipped per round to the run folder's ``unreleased-diagnostics.json`` — computed
     from un-noised updates, so NOT covered by the ε of the run and never written into the history or the entry."""
 
-    # rounds and Poisson cohorts (Table 3)
+    # rounds (App. C.1) and Poisson cohorts (Table 3)
     rounds: int = 20
     clients_per_round: int = 1000
     # each client's local SGD

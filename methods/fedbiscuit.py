@@ -140,7 +140,7 @@ class FedBisConfig(SamplingSettings):
     diagnostics — raw, never in the entry, local executor only.
     """
 
-    # selector training (Table 3)
+    # selector training (Table 3; the clip is ours)
     rounds: int = 500
     sample_rate: float = 5 / 53
     local_steps: int = 30
@@ -151,13 +151,13 @@ class FedBisConfig(SamplingSettings):
     lora_rank: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.05
-    # the candidate pairs the selectors judge, and each client's share (ours)
+    # the candidate pairs the selectors judge (pool, shares and truncation ours; temperature 0.7 the paper's)
     pool_pairs: int = 4096
     pairs_per_client: int = 32
     validation_pairs: int = 8
     candidate_tokens: int = 64
     pair_temperature: float = 0.7
-    # RLFT: the generator's DPO on the selectors' preferences (§6)
+    # RLFT: the generator's DPO on the selectors' preferences (§6; the number of prompts is ours)
     n_dpo_prompts: int = 4096
     n_completions: int = 2
     dpo_beta: float = 0.1

@@ -93,7 +93,7 @@ class PEConfig(GenerationSettings):
     fraction 0.3 and 2 passes over 64 tokens, > 20-word public seeds, expansion prompts of 3 examples, temperature
     1.0, top-p 1.0, > 3-word outputs); 64 new tokens, 1,000,000 final samples (POPri App. B.1)."""
 
-    # the population and its DP histogram (App. C.3)
+    # the population and its DP histogram (App. C.3; look-ahead from the PrE-Text code)
     rounds: int = 20
     n_synthetic: int = 1024
     threshold_multiplier: float = H_MULTIPLIER

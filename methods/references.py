@@ -19,7 +19,7 @@ class PublicReference(Method):
     name = "public"
     paper = "POPri (Hou et al., ICML 2025) §5: the ε = 0 reference, the public pretrained downstream model"
     output = "model"
-    Config = NoSettings  # the profile's downstream training, as is
+    Config = NoSettings  # no settings: the profile's downstream training is used as is
     fixed_epsilon = 0.0
 
     def train(self, fed, public, cfg, budget) -> Artifact:
@@ -30,7 +30,7 @@ class NonPrivateReference(Method):
     name = "non-private"
     paper = "POPri (Hou et al., ICML 2025) §5: the ε = ∞ reference, fine-tuned on the private clients directly"
     output = "model"
-    Config = NoSettings  # the profile's downstream training, as is
+    Config = NoSettings  # no settings: the profile's downstream training is used as is
     fixed_epsilon = math.inf
 
     def train(self, fed, public, cfg, budget) -> Artifact:

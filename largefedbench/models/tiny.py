@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_json, build_dir_once
 from largefedbench.models.identity import n_params, weights_digest
@@ -135,7 +136,9 @@ def pretrain_lm(model, sequences: Sequence[Sequence[int]], *, steps: int, batch_
             tokens += int(mask.sum())
     model.eval()
     return {"steps": steps, "batch_size": batch_size, "lr": lr, "schedule": schedule, "tokens": tokens,
-            "threads": PRETRAIN_THREADS if device.type == "cpu" else None, "seconds": round(time.perf_counter() - start, 3),
+            "threads": PRETRAIN_THREADS if device.type == "cpu" else None, "device": device.type,
+            "cpu_bf16": cpu_bf16() if device.type == "cpu" else None,  # the kernels the weights came from
+            "seconds": round(time.perf_counter() - start, 3),
             "first_loss": round(losses[0], 4), "final_loss": round(float(np.mean(losses[-10:])), 4)}
 
 

@@ -265,18 +265,21 @@ def _audit(entry: Entry, progress: bool):
 
 
 def bf16_here_notes(entry: Entry, device_type: str, here: str | None) -> list[str]:
-    """What re-running in this machine's bf16 support means for an entry that sampled or trained in bfloat16 on a
-    CPU (``here``: this CPU's native bf16 instructions, :func:`~largefedbench.environment.cpu_bf16`)."""
+    """What this machine's bf16 support means for re-running an entry whose method (or its generator-only row)
+    sampled or trained in bfloat16 on a CPU (``here``: this CPU's native bf16 instructions,
+    :func:`~largefedbench.environment.cpu_bf16`). A method that outputs a model samples nothing, whatever the
+    machine-wide ``environment.precision`` says."""
     uses = sorted(stage for stage, dtype in (entry.environment.precision or {}).items() if dtype == "bfloat16")
+    if not uses or device_type != "cpu" or entry.method.output != "synthetic text":
+        return []
     hardware = entry.environment.hardware or {}
     made_on = hardware.get("gpu") or hardware.get("cpu_bf16")
-    if not uses or device_type != "cpu":
-        return []
     stages = " and ".join(uses)
     if here is None:
+        than = (f"than on the {made_on} machine that made it" if made_on else "as it was where the entry was made")
         return [f"this CPU has no native bf16 instructions (no avx512_bf16 or amx_bf16): the entry's bfloat16 "
-                f"{stages} runs emulated here, one to two orders of magnitude slower than on the {made_on or 'CPU'} "
-                "machine that made it (`lfb bench llm` measures both dtypes)"]
+                f"{stages} runs emulated here, one to two orders of magnitude slower {than} (`lfb bench llm` "
+                "measures both dtypes)"]
     if not hardware.get("gpu") and made_on is not None and made_on != here:
         return [f"bfloat16 {stages} runs on {here} here, on {made_on} where the entry was made: the kernels round "
                 "differently, so sampled texts may differ and accuracies move within the seeds' spread rather than "
@@ -285,17 +288,27 @@ def bf16_here_notes(entry: Entry, device_type: str, here: str | None) -> list[st
 
 
 def pretraining_here_notes(entry: Entry, profile: str, here: str | None) -> list[str]:
-    """For an entry whose ε = 0 model is pretrained by the run, not shipped: made on a CPU with other matrix kernels
-    (AMX against AVX-512 or none), the weights built here will differ (docs/profiles.md, session 9), and with them
-    every accuracy. ``here``: this CPU's native bf16 instructions."""
+    """For an entry whose ε = 0 model the run pretrains (not shipped): built on a CPU with other matrix kernels (AMX
+    against AVX-512 or none), the weights built here will differ (docs/profiles.md, session 9), and with them every
+    accuracy. Where the model was pretrained is its pretraining stats' ``cpu_bf16`` (recorded since 2026-12-02),
+    else the CPU the entry ran on. ``here``: this CPU's native bf16 instructions."""
     hardware = entry.environment.hardware or {}
-    if hardware.get("gpu") or "cpu_bf16" not in hardware or hardware["cpu_bf16"] == here:
+    stats = ((entry.profile or {}).get("downstream") or {}).get("pretraining") or {}
+    if hardware.get("gpu") or stats.get("device", "cpu") != "cpu":
         return []
-    there = hardware["cpu_bf16"] or "no native bf16"
+    if "cpu_bf16" in stats:
+        there, where = stats["cpu_bf16"], "it was pretrained on a CPU with"
+    elif "cpu_bf16" in hardware:
+        there, where = hardware["cpu_bf16"], "the entry ran (and most likely pretrained it) on a CPU with"
+    else:
+        return []
+    if there == here:
+        return []
+    steps = f"{stats['steps']:,} steps" if "steps" in stats else "its pretraining"
     return [f"the entry's ε = 0 model ({entry.public_model}) is not shipped for the {profile} profile, so it is "
-            f"pretrained here unless this home holds it: it was pretrained on a CPU with {there}, this one has "
-            f"{here or 'no native bf16'}, and other kernels give other weights after thousands of steps "
-            "(docs/profiles.md), so expect the accuracies to move with them; only a CPU like the entry's rebuilds it"]
+            f"pretrained here unless this home holds it: {where} {there or 'no native bf16'}, this one has "
+            f"{here or 'no native bf16'}, and other kernels round otherwise over {steps} (docs/profiles.md), so the "
+            "weights, and every accuracy with them, may move; a CPU like the entry's rebuilds them"]
 
 
 @contextlib.contextmanager

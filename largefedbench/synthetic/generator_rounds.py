@@ -64,9 +64,9 @@ class GeneratorRun:
 @dataclass(frozen=True)
 class GeneratorRoundsSettings(SamplingSettings):
     """What the template reads from a method's config besides prompting and sampling: T = ``rounds`` (20, POPri
-    App. B.1), ``clients_per_round`` (None: every client, as POPri's Table 3 runs), the generator's LoRA (r 4 / α 8,
-    no dropout: POPri's reference config, which PE+SFT shares), lowest-FID ``early_stopping`` (§5.2) and ``n_final``
-    final samples (1,000,000, App. B.1). POPri's and PE+SFT's configs add their selection and update settings."""
+    App. B.1), ``clients_per_round`` (None: every client, the paper's default), the generator's LoRA (r 4 / α 8, no
+    dropout: POPri §3.1, App. B.1; PE+SFT uses POPri's), lowest-FID ``early_stopping`` (§5.2) and ``n_final`` final
+    samples (1,000,000, App. B.1). POPri's and PE+SFT's configs add their selection and update settings."""
 
     # rounds and cohorts
     rounds: int = 20
@@ -80,8 +80,9 @@ class GeneratorRoundsSettings(SamplingSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if min(self.rounds, self.n_final) < 1:
-            raise InputError(f"rounds={self.rounds} and n_final={self.n_final} must be >= 1")
+        small = [f"{name}={getattr(self, name)}" for name in ("rounds", "n_final") if getattr(self, name) < 1]
+        if small:
+            raise InputError(f"{' and '.join(small)}: must be >= 1")
 
 
 #: the method's client function of a round, built from the samples' embeddings (they are broadcast to the cohort)

@@ -237,7 +237,14 @@ def test_a_bf16_entry_says_before_its_re_run_what_this_cpus_bf16_support_means()
     assert ctcl.environment.precision["generation"] == "bfloat16"
     assert ctcl.environment.hardware["cpu_bf16"] == "avx512_bf16"
     (note,) = bf16_here_notes(ctcl, "cpu", None)
-    assert "emulated" in note and "generation" in note and "avx512_bf16" in note
+    assert "emulated" in note and "generation" in note and "than on the avx512_bf16 machine" in note
+    made_emulated = ctcl.model_copy(update={"environment": ctcl.environment.model_copy(
+        update={"hardware": {**ctcl.environment.hardware, "cpu_bf16": None}})})
+    (note,) = bf16_here_notes(made_emulated, "cpu", None)
+    assert "as it was where the entry was made" in note
+    # a method that outputs a model samples nothing, though the machine-wide precision says bfloat16
+    assert bf16_here_notes(ctcl.model_copy(update={"method": ctcl.method.model_copy(update={"output": "model"})}),
+                           "cpu", None) == []
     assert bf16_here_notes(ctcl, "cpu", "avx512_bf16") == []
     assert bf16_here_notes(ctcl, "cuda", None) == []
     (note,) = bf16_here_notes(ctcl, "cpu", "amx_bf16")
@@ -260,6 +267,47 @@ def test_an_entry_whose_eps0_model_is_pretrained_again_says_up_front_when_this_c
                                      .read_text())
     assert wide.environment.hardware["cpu_bf16"] == "amx_bf16" and wide.public_model
     (note,) = pretraining_here_notes(wide, "cpu-wide", "avx512_bf16")
-    assert wide.public_model in note and "amx_bf16" in note and "other weights" in note
+    assert wide.public_model in note and "ran (and most likely pretrained it) on a CPU with amx_bf16" in note
+    assert "3,600 steps" in note
     assert pretraining_here_notes(wide, "cpu-wide", None) != []
     assert pretraining_here_notes(wide, "cpu-wide", "amx_bf16") == []
+    # since pretraining records its kernels, those count, not the CPU a later run (a cache hit) ran on
+    profile = {**wide.profile, "downstream": {**wide.profile["downstream"], "pretraining": {
+        **wide.profile["downstream"]["pretraining"], "cpu_bf16": "avx512_bf16", "device": "cpu"}}}
+    recorded = wide.model_copy(update={"profile": profile})
+    assert pretraining_here_notes(recorded, "cpu-wide", "avx512_bf16") == []
+    (note,) = pretraining_here_notes(recorded, "cpu-wide", "amx_bf16")
+    assert "it was pretrained on a CPU with avx512_bf16" in note
+
+
+def test_what_reproduce_knows_before_the_re_run_is_logged_before_it(monkeypatch, lfb_home, tmp_path):
+    """The notes that say a re-run will be slow or will not repeat to the digit are worth reading before it starts
+    (it may take hours): they are logged before run_eval is called, and kept in the result."""
+    from pathlib import Path
+
+    import largefedbench.run.eval as eval_module
+    import largefedbench.run.reproduce as reproduce_module
+
+    class Stop(Exception):
+        pass
+
+    logged: list[str] = []
+
+    def fake_run_eval(request, **kwargs):
+        logged.append("run_eval")
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    monkeypatch.setattr(reproduce_module, "cpu_bf16", lambda: None)  # this "CPU" has no native bf16
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    committed = next(p for p in sorted(board.glob("demo/pe/pe--demo--tiny--eps1--*--audit-*.json")))
+    data = json.loads(committed.read_text())
+    assert data["method"]["output"] == "synthetic text" and data["config"]["profile"] == "tiny"
+    data["environment"]["precision"] = {"generation": "bfloat16", "training": "float32"}
+    data["environment"]["hardware"]["cpu_bf16"] = "avx512_bf16"
+    path = save(tmp_path / "board", data, artifacts_from=committed.parent)
+    with pytest.raises(Stop):
+        reproduce(path, home=lfb_home, log=logged.append)
+    before = logged[: logged.index("run_eval")]
+    assert any("runs emulated here" in m for m in before), logged
+    assert any("is not shipped for the tiny profile" in m for m in before), logged

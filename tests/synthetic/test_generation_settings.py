@@ -30,3 +30,18 @@ def test_prompted_settings_check_both_parents_fields():
         SamplingSettings(top_p=2.0)
     with pytest.raises(InputError, match="prompt_format"):
         SamplingSettings(prompt_format="haiku")
+
+
+@pytest.mark.parametrize("bad, named", [({"rounds": 0}, "rounds=0:"), ({"n_final": 0}, "n_final=0:"),
+                                        ({"rounds": 0, "n_final": -1}, "rounds=0 and n_final=-1:")])
+def test_the_generator_rounds_template_refuses_no_rounds_or_no_final_samples_naming_only_what_is_wrong(bad, named):
+    """POPri and PE+SFT read these through the template's settings; the message names the failing fields only."""
+    from largefedbench.methods.pe import PESFTConfig
+    from largefedbench.methods.popri import POPriConfig
+    from largefedbench.synthetic.generator_rounds import GeneratorRoundsSettings
+
+    for config in (GeneratorRoundsSettings, POPriConfig, PESFTConfig):
+        with pytest.raises(InputError) as err:
+            config(**bad)
+        assert str(err.value).startswith(named), err.value
+    assert "n_final" not in str(pytest.raises(InputError, GeneratorRoundsSettings, rounds=0).value)
