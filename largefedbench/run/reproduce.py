@@ -139,6 +139,9 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        shuffled_releases=entry.diagnostic is not None and entry.diagnostic.kind == "shuffled-releases",
                        public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
+                       # the executors release the same sums; a built-in diagnostic that keeps raw numbers in the
+                       # client's process (FedBis's record_agreement) needs the entry's local one; Ray needs a cluster
+                       executor="local" if entry.environment.client_executor == "local" else "process",
                        command=f"lfb leaderboard reproduce {entry.entry_id}")
 
 

@@ -311,3 +311,30 @@ def test_what_reproduce_knows_before_the_re_run_is_logged_before_it(monkeypatch,
     before = logged[: logged.index("run_eval")]
     assert any("runs emulated here" in m for m in before), logged
     assert any("is not shipped for the tiny profile" in m for m in before), logged
+
+
+def test_a_re_run_uses_the_entrys_local_executor_and_worker_processes_otherwise(monkeypatch, lfb_home, tmp_path):
+    """FedBis entries with record_agreement ran on --executor local, which that diagnostic needs: their re-run
+    stopped at once on the default worker processes. Ray entries re-run on processes (same sums, no cluster)."""
+    from pathlib import Path
+
+    import largefedbench.run.eval as eval_module
+
+    class Stop(Exception):
+        pass
+
+    seen: list[str] = []
+
+    def fake_run_eval(request, **kwargs):
+        seen.append(request.executor)
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
+    committed = next(p for p in sorted(board.glob("demo/dp-fedavg/dp-fedavg--demo--tiny--eps1--??????????.json")))
+    data = json.loads(committed.read_text())
+    for recorded in ("local", "ray", "process"):
+        data["environment"]["client_executor"] = recorded
+        with pytest.raises(Stop):
+            reproduce(save(tmp_path / recorded, data, artifacts_from=committed.parent), home=lfb_home, seeds=[0])
+    assert seen == ["local", "process", "process"]
