@@ -285,19 +285,10 @@ def test_what_reproduce_knows_before_the_re_run_is_logged_before_it(monkeypatch,
     (it may take hours): they are logged before run_eval is called, and kept in the result."""
     from pathlib import Path
 
-    import largefedbench.run.eval as eval_module
     import largefedbench.run.reproduce as reproduce_module
 
-    class Stop(Exception):
-        pass
-
     logged: list[str] = []
-
-    def fake_run_eval(request, **kwargs):
-        logged.append("run_eval")
-        raise Stop
-
-    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    Stop = _stop_at_run_eval(monkeypatch, lambda request: logged.append("run_eval"))
     monkeypatch.setattr(reproduce_module, "cpu_bf16", lambda: None)  # this "CPU" has no native bf16
     board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
     committed = next(p for p in sorted(board.glob("demo/pe/pe--demo--tiny--eps1--*--audit-*.json")))
@@ -318,18 +309,8 @@ def test_a_re_run_uses_the_entrys_local_executor_and_worker_processes_otherwise(
     stopped at once on the default worker processes. Ray entries re-run on processes (same sums, no cluster)."""
     from pathlib import Path
 
-    import largefedbench.run.eval as eval_module
-
-    class Stop(Exception):
-        pass
-
     seen: list[str] = []
-
-    def fake_run_eval(request, **kwargs):
-        seen.append(request.executor)
-        raise Stop
-
-    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    Stop = _stop_at_run_eval(monkeypatch, lambda request: seen.append(request.executor))
     board = Path(__file__).resolve().parents[2] / "leaderboard" / "entries"
     committed = next(p for p in sorted(board.glob("demo/dp-fedavg/dp-fedavg--demo--tiny--eps1--??????????.json")))
     data = json.loads(committed.read_text())
@@ -338,3 +319,18 @@ def test_a_re_run_uses_the_entrys_local_executor_and_worker_processes_otherwise(
         with pytest.raises(Stop):
             reproduce(save(tmp_path / recorded, data, artifacts_from=committed.parent), home=lfb_home, seeds=[0])
     assert seen == ["local", "process", "process"]
+
+
+def _stop_at_run_eval(monkeypatch, see):
+    """Make ``run_eval`` call ``see(request)`` and raise the returned exception class: a re-run's request, unrun."""
+    import largefedbench.run.eval as eval_module
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_eval(request, **kwargs):
+        see(request)
+        raise Stop
+
+    monkeypatch.setattr(eval_module, "run_eval", fake_run_eval)
+    return Stop
