@@ -201,13 +201,15 @@ def cmd_refresh(args) -> int:
     from largefedbench.data.federated import load_snapshot
     from largefedbench.data.info import format_info, snapshot_info
     from largefedbench.data.splits import SplitRatios
-    from largefedbench.scrapers.refresh import RefreshPlan, parse_sources, refresh, window_for
+    from largefedbench.scrapers.refresh import RefreshPlan, parse_mirrors, parse_sources, refresh, window_for
 
     if args.release:
         return _refresh_release(args)
+    sources = parse_sources(args.sources)
     plan = RefreshPlan(
         window=window_for(args.since, args.until, args.after_cutoff_of, args.public_months),
-        sources=parse_sources(args.sources),
+        sources=sources,
+        mirrors=parse_mirrors(args.mirror, sources),
         span=_span_settings(args),
         splits=SplitRatios.parse(args.splits),
         after_cutoff_of=args.after_cutoff_of,
@@ -697,7 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("refresh", help="scrape sources for a date window and write dated snapshots",
                        description="Scrape the sources of a window, clean, cut into spans and write one snapshot per dataset. "
                        "Interrupted refreshes resume from the raw responses stored under $LFB_HOME/raw.")
-    p.add_argument("--sources", help="comma-separated: biorxiv, us, uk, ca (default: all; biorxiv builds the biorxiv snapshot, us/uk/ca the congress one)")
+    p.add_argument("--sources", help="comma-separated: biorxiv, us, uk, ca, arxiv (default: all live ones; biorxiv builds the biorxiv snapshot, us/uk/ca the congress one, arxiv (--mirror only) arxiv-qbio)")
     p.add_argument("--since", help="window start, YYYY-MM or YYYY-MM-DD")
     p.add_argument("--until", help="window end, YYYY-MM (end of month) or YYYY-MM-DD (default: today)")
     p.add_argument("--after-cutoff-of", metavar="MODEL", help="start the window after this LLM's knowledge cutoff (see `lfb cutoffs`)")
@@ -709,6 +711,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--splits", default="0.8,0.1,0.1", help="train,validation,test fractions of private clients")
     p.add_argument("--name", help="snapshot name (default: DATASET-SINCE-UNTIL-HASH)")
     p.add_argument("--base-url", action="append", metavar="SOURCE=URL", help="override a source's base URL (also LFB_<SOURCE>_URL)")
+    p.add_argument("--mirror", action="append", metavar="[SOURCE=]DIR",
+                   help="read a source from a folder of its real records copied offline instead of the live API: "
+                   "us (Congressional Record issue files) or arxiv (arXiv q-bio listing files; a stand-in for "
+                   "bioRxiv, mirror only); the snapshot is marked mirror-derived")
     p.add_argument("--rate-limit", type=float, help="requests per second per source (default 1; env LFB_RATE_LIMIT)")
     p.add_argument("--refresh-cache", action="store_true", help="download again even what the raw cache holds")
     p.add_argument("--push-to-hub", metavar="OWNER/NAME", help="publish the snapshot with its card to a Hugging Face dataset repo")

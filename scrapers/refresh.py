@@ -27,7 +27,10 @@ SOURCES: dict[str, str] = {
     "uk": "largefedbench.scrapers.uk_hansard:UkHansardScraper",
     "ca": "largefedbench.scrapers.ca_hansard:CaHansardScraper",
 }
-DATASET_OF: dict[str, str] = {"biorxiv": "biorxiv", "us": "congress", "uk": "congress", "ca": "congress"}
+DATASET_OF: dict[str, str] = {"biorxiv": "biorxiv", "us": "congress", "uk": "congress", "ca": "congress",
+                              "arxiv": "arxiv-qbio"}
+#: sources read from a mirror folder only (``--mirror``): no live scraper
+MIRROR_ONLY = ("arxiv",)
 
 
 def scraper_class(source: str):
@@ -39,14 +42,48 @@ def scraper_class(source: str):
 
 
 def parse_sources(text: str | None) -> list[str]:
-    """``--sources us,uk,ca`` -> ['us', 'uk', 'ca']; None -> every source."""
+    """``--sources us,uk,ca`` -> ['us', 'uk', 'ca']; None -> every live source."""
     if not text:
         return list(SOURCES)
     names = [s.strip().lower() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in SOURCES]
+    unknown = [s for s in names if s not in DATASET_OF]
     if unknown:
-        raise InputError(f"unknown source(s) {', '.join(unknown)}; choose from {', '.join(SOURCES)}")
+        raise InputError(f"unknown source(s) {', '.join(unknown)}; choose from {', '.join(DATASET_OF)} "
+                         f"({', '.join(MIRROR_ONLY)} with --mirror only)")
     return names
+
+
+def parse_mirrors(values: list[str] | None, sources: list[str]) -> dict[str, Path]:
+    """``--mirror DIR`` (one source) or ``--mirror SOURCE=DIR`` (repeatable) -> {source: folder}."""
+    out: dict[str, Path] = {}
+    for value in values or []:
+        source, sep, folder = value.partition("=")
+        if not sep:
+            if len(sources) != 1:
+                raise InputError(f"--mirror {value}: with several --sources say whose mirror it is, e.g. "
+                                 f"--mirror {sources[0]}={value}")
+            source, folder = sources[0], value
+        source = source.strip().lower()
+        if source not in sources:
+            raise InputError(f"--mirror {value}: {source!r} is not one of --sources {','.join(sources)}")
+        out[source] = Path(folder)
+    return out
+
+
+def _check_mirrors(plan: "RefreshPlan") -> None:
+    from largefedbench.scrapers.mirror import MIRRORS
+
+    for source in plan.sources:
+        if source in MIRROR_ONLY and source not in plan.mirrors:
+            raise InputError(f"source {source} has no live scraper here: build it from a mirror folder with "
+                             f"--mirror DIR (e.g. --mirror ../shared/real/arxiv-qbio)")
+    for source, folder in plan.mirrors.items():
+        if source not in MIRRORS:
+            raise InputError(f"--mirror {folder}: no mirror reader for source {source!r}; mirrors exist for "
+                             f"{', '.join(MIRRORS)}")
+        if source in plan.base_urls:
+            raise InputError(f"--mirror and --base-url both name source {source}: a mirror is read from disk, "
+                             "drop one of them")
 
 
 def window_for(
@@ -110,6 +147,8 @@ class RefreshPlan:
     refresh_cache: bool = False
     #: requests per second per source; None: $LFB_RATE_LIMIT, else 1 (GovInfo: its key's hourly limit)
     rate_limit: float | None = None
+    #: source -> mirror folder read instead of the live source (``--mirror``)
+    mirrors: dict[str, Path] = field(default_factory=dict)
 
 
 def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = True,
@@ -129,6 +168,7 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
     if plan.name and len(datasets) > 1:
         raise InputError("--name names one snapshot, but these sources build several datasets; pass --sources too")
     check_base_urls(plan.base_urls)
+    _check_mirrors(plan)
     if plan.rate_limit is not None and not (math.isfinite(plan.rate_limit) and plan.rate_limit > 0):
         raise InputError(f"--rate-limit {plan.rate_limit}: give requests per second as a finite number > 0, e.g. 1")
     if plan.rate_limit is None:
@@ -144,12 +184,17 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
         records, rejected, described = [], Counter(), {}
         scraped_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         for source in sources:
-            cls = scraper_class(source)
-            scraper = cls.create(
-                base_url=plan.base_urls.get(source), root=root, rate_limit=plan.rate_limit,
-                refresh=plan.refresh_cache, **plan.scraper_options.get(source, {}),
-            )
-            log.info("fetching %s from %s", source, scraper.client.base_url)
+            if source in plan.mirrors:
+                from largefedbench.scrapers.mirror import open_mirror
+
+                scraper = open_mirror(source, plan.mirrors[source])
+                log.info("reading %s from the mirror %s", source, scraper.folder)
+            else:
+                scraper = scraper_class(source).create(
+                    base_url=plan.base_urls.get(source), root=root, rate_limit=plan.rate_limit,
+                    refresh=plan.refresh_cache, **plan.scraper_options.get(source, {}),
+                )
+                log.info("fetching %s from %s", source, scraper.client.base_url)
             got, why = scraper.fetch(plan.window, progress=progress)
             records += got
             rejected.update({f"{source}:{reason}": n for reason, n in why.items()})

@@ -11,6 +11,7 @@ from largefedbench.data.spans import SpanSettings
 from largefedbench.data.splits import SplitRatios
 from largefedbench.data.windows import Window
 from largefedbench.errors import InputError, SnapshotError
+from largefedbench.scrapers.mirror import MIRROR_SCHEME
 from largefedbench.scrapers.refresh import DATASET_OF, RefreshPlan, refresh
 
 __all__ = ["rebuild_release"]
@@ -23,9 +24,11 @@ def plan_for(record: dict, **options) -> RefreshPlan:
     if record.get("synthetic") or unknown:
         raise InputError(f"release snapshot {record['snapshot']!r} was not scraped (sources {', '.join(sources)}): "
                          "build the demos with `lfb data demo` (they are deterministic)")
+    mirrors = {source: Path(info["base_url"][len(MIRROR_SCHEME):]) for source, info in record["sources"].items()
+               if str((info or {}).get("base_url") or "").startswith(MIRROR_SCHEME)}
     return RefreshPlan(window=Window.from_dict(record["window"]), sources=sources, span=SpanSettings(**record["span"]),
                        splits=SplitRatios(**record["split_ratios"]), after_cutoff_of=record.get("after_cutoff_of"),
-                       name=record["snapshot"], **options)
+                       name=record["snapshot"], mirrors=mirrors, **options)
 
 
 def rebuild_release(name: str, *, home: Path | None = None, progress: bool = True, **options) -> list[BuildResult]:

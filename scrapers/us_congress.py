@@ -306,8 +306,12 @@ def _header(lines: list[str]) -> tuple[int, str | None, str | None]:
         i += 1
     if i == len(lines) or not _VOLUME.match(lines[i].strip()):
         raise ValueError("no '[Congressional Record Volume …]' header at the top of the <pre> block")
+    return _article_header(lines, i + 1)
+
+
+def _article_header(lines: list[str], i: int) -> tuple[int, str | None, str | None]:
+    """From line ``i``: the chamber, pages and trailer lines an article opens with, and the first body line."""
     chamber = pages = None
-    i += 1
     for j in range(i, min(i + 4, len(lines))):
         line = lines[j].strip()
         if m := _CHAMBER.match(line):
@@ -385,7 +389,17 @@ def _speeches(blocks: list[_Block]) -> tuple[list[Speech], list[str]]:
 def parse_granule(body: bytes) -> Granule:
     """Parse a granule ``/htm`` page into speeches; ``ValueError`` if it is not a complete granule text."""
     lines = pre_text(body).split("\n")
-    start, chamber, pages = _header(lines)
+    return _granule(lines, *_header(lines))
+
+
+def parse_article(text: str) -> Granule:
+    """Parse one article of a daily issue's text (a granule's ``<pre>`` text without the volume line, as a
+    Congressional Record mirror stores it): it opens with ``[Page(s) …]`` and the GPO trailer."""
+    lines = text.split("\n")
+    return _granule(lines, *_article_header(lines, 0))
+
+
+def _granule(lines: list[str], start: int, chamber: str | None, pages: str | None) -> Granule:
     speeches, title = _speeches(_blocks(lines[start:]))
     return Granule(chamber, pages, normalize_whitespace(" ".join(title)), speeches)
 
@@ -595,30 +609,36 @@ class UsCongressScraper(Scraper):
     def to_records(self, package: str, day: dt.date, entry: dict[str, Any], chamber: str, granule: Granule,
                    rejected: Counter) -> list[Record]:
         """The client records of one granule's speeches (rejected speeches counted by reason)."""
-        granule_id = entry["granuleId"]
         title = normalize_whitespace(str(entry.get("title") or "")) or granule.title
-        out = []
-        for speech in granule.speeches:
-            if speech.presiding:
-                rejected["presiding_officer"] += 1
-                continue
-            if speech.unspoken:
-                rejected["unspoken_statement"] += 1
-                continue
-            text, reason = clean_speech(speech.paragraphs)
-            if reason:
-                rejected[reason] += 1
-                continue
-            out.append(Record(
-                id=f"us:{granule_id}:{speech.turn}",
-                source=self.source,
-                date=day.isoformat(),
-                title=title,
-                text=text,
-                url=CONTENT_URL.format(pkg=package, granule=granule_id),
-                license=LICENSE,
-                country="USA",
-                chamber=chamber,
-                speaker=speech.speaker,
-            ))
-        return out
+        return speech_records(package, day, entry["granuleId"], chamber, title, granule, rejected)
+
+
+def speech_records(package: str, day: dt.date, granule_id: str, chamber: str, title: str, granule: Granule,
+                   rejected: Counter) -> list[Record]:
+    """The client records of one granule's speeches (rejected speeches counted by reason): one per Member's
+    speech, ``us:{granuleId}:{turn}``; presiding officers, unspoken statements and nothing-left speeches counted."""
+    out = []
+    for speech in granule.speeches:
+        if speech.presiding:
+            rejected["presiding_officer"] += 1
+            continue
+        if speech.unspoken:
+            rejected["unspoken_statement"] += 1
+            continue
+        text, reason = clean_speech(speech.paragraphs)
+        if reason:
+            rejected[reason] += 1
+            continue
+        out.append(Record(
+            id=f"us:{granule_id}:{speech.turn}",
+            source=UsCongressScraper.source,
+            date=day.isoformat(),
+            title=title,
+            text=text,
+            url=CONTENT_URL.format(pkg=package, granule=granule_id),
+            license=LICENSE,
+            country="USA",
+            chamber=chamber,
+            speaker=speech.speaker,
+        ))
+    return out

@@ -153,7 +153,7 @@ def test_refresh_biorxiv_counts_match_the_replayed_responses(lfb_home):
     "args, message",
     [
         (["refresh", "--sources", "biorxiv"], "--since"),
-        (["refresh", "--sources", "arxiv", "--since", "2024-09"], "unknown source"),
+        (["refresh", "--sources", "arxiv", "--since", "2024-09"], "no live scraper here: build it from a mirror folder"),
         (["refresh", "--since", "2024-13"], "not a calendar date"),
         (["refresh", "--since", "Sept"], "YYYY-MM"),
         (["refresh", "--since", "2024-09", "--splits", "1,1,1"], "sum to 1"),

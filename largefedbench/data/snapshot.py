@@ -297,6 +297,8 @@ def rebuild_hint(path: Path, manifest: dict[str, Any] | None = None) -> str:
     elif window.get("since") and window.get("until") and sources:
         cmd = ["lfb", "refresh", "--sources", ",".join(sources), "--since", str(window["since"]),
                "--until", str(window["until"]), "--name", path.name, *out]
+        cmd += [arg for source, info in sources.items() if (info or {}).get("mirror")
+                for arg in ("--mirror", f"{source}={info['mirror']['folder']}")]
         if window.get("public_since") != _months_back(window["since"], 1):
             cmd += ["--public-months", str(_months_between(window.get("public_since"), window["since"]))]
         tokenizer = (m.get("span") or {}).get("tokenizer")
@@ -443,6 +445,12 @@ def dataset_card(manifest: dict[str, Any], notes: str = "") -> str:
     ]
     for source, info in manifest["sources"].items():
         lines.append(f"- **{source}**: {info.get('license_note', '')} ({info.get('base_url', '')}, scraper {info.get('scraper_version')})")
+        if mirror := info.get("mirror"):
+            up = mirror.get("upstream") or {}
+            origin = f"{up['repository']} @ {up['commit']}" if up else "upstream not recorded"
+            lines.append(f"  **Mirror-derived**: read from the folder `{mirror['folder']}` ({len(mirror['files_sha256'])} "
+                         f"files, digest `{mirror['files_digest'][:16]}…`), copied from {origin}; not scraped live."
+                         + "".join(f" {note}." for note in mirror.get("notes") or []))
     lines += ["", "Licences of the records: " + ", ".join(f"{k} ({v})" for k, v in manifest["licenses"].items()), ""]
     if notes:
         lines += [notes, ""]
