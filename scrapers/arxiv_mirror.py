@@ -33,8 +33,8 @@ from .mirror import MirrorSource
 log = logging.getLogger(__name__)
 
 LICENSE = "cc0 (arXiv metadata, CC0 1.0)"
-LISTING_FILE = re.compile(r"^(?P<day>\d{4}-\d{2}-\d{2})\.jsonl$")
-_ARXIV_ID = re.compile(r"^(?:\d{4}\.\d{4,5}|[a-z\-]+(?:\.[A-Z]{2})?/\d{7})$")
+LISTING_FILE = re.compile(r"^(?P<day>\d{4}-\d{2}-\d{2})\.jsonl\Z")
+_ARXIV_ID = re.compile(r"^(?:\d{4}\.\d{4,5}|[a-z\-]+(?:\.[A-Z]{2})?/\d{7})\Z")
 ABS_URL = "https://arxiv.org/abs/{id}"
 
 

@@ -33,7 +33,7 @@ from .us_congress import PAGE_LETTERS, _SKIP_REASON, UsCongressScraper, parse_ar
 
 log = logging.getLogger(__name__)
 
-ISSUE_FILE = re.compile(r"^congressional_record_(?P<volume>\d+)_(?P<issue>\d+)\.txt$")
+ISSUE_FILE = re.compile(r"^congressional_record_(?P<volume>\d+)_(?P<issue>\d+)\.txt\Z")
 _ARTICLE = re.compile(r"^\[Pages? (?P<first>[A-Z])(?P<page>\d+)[^\]]*\]\n(?=From the Congressional Record Online)",
                       re.M)
 _NEXT_CHAMBER_LINE = re.compile(r"\n\[[A-Z][A-Za-z ]+\]\n*\Z")  # the next article's [Daily Digest]-style line

@@ -26,8 +26,8 @@ __all__ = ["RELEASE_FORMAT", "changelog", "find_release", "list_releases", "load
            "release_record", "releases_dir", "split_release_ref", "write_release"]
 
 RELEASE_FORMAT = 1
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-QUARTERLY = re.compile(r"^\d{4}q[1-4]$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
+QUARTERLY = re.compile(r"^\d{4}q[1-4]\Z")
 SHIPPED = Path(__file__).resolve().parent / "releases"
 
 

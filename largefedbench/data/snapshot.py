@@ -39,9 +39,9 @@ MANIFEST_SCHEMA_VERSION = 1
 ALL_SPLITS = (*PRIVATE_SPLITS, PUBLIC_SPLIT)
 _INT_FIELDS = {"version"}
 #: a snapshot name is one folder under snapshots/: no separators, not hidden, no '..'
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\Z")
 #: a build's temporary folder: .tmp-<name>-<pid of the building process>
-_TMP = re.compile(r"^\.tmp-.+-(\d+)$")
+_TMP = re.compile(r"^\.tmp-.+-(\d+)\Z")
 
 
 @dataclass

@@ -74,5 +74,8 @@ def _jsonl_texts(content: str, path: Path, what: str) -> list[str]:
         if not isinstance(value, str):
             raise InputError(f"{what} {path}: line {number} has no string `text` field; write "
                              "{\"text\": \"...\"} per line")
+        if len(value) > csv.field_size_limit():  # the cap a CSV field has, so both formats refuse alike
+            raise InputError(f"{what} {path}: line {number} holds a text of {len(value):,} characters, over the "
+                             f"{csv.field_size_limit():,} a text may have; split it into texts of sample size")
         texts.append(value)
     return texts

@@ -61,11 +61,13 @@ def _expected_rate(entry: Entry) -> tuple[float, str] | None:
     if isinstance(rate, float) and 0 < rate < 1:
         return rate, f"config.method.sample_rate = {rate:g}"
     per_round = _count(cfg.get("clients_per_round"))
-    if entry.audit is not None:  # an audit's federation also holds its inserted canary clients (checked in check_audit)
-        canaries = entry.audit.per_seed[0].inserted
-        if per_round is not None and 0 < per_round < n + canaries:
-            return per_round / (n + canaries), (f"config.method.clients_per_round / (privacy.n_train_clients + inserted "
-                                                f"canaries) = {per_round}/({n} + {canaries})")
+    if entry.audit is not None:  # an audit's federation also holds its inserted canaries (checked in check_audit)
+        canaries = entry.audit.per_seed[0].inserted  # and the leak canaries searched for in its outputs
+        leak = entry.audit.leak_canaries
+        if per_round is not None and 0 < per_round < n + canaries + leak:
+            return per_round / (n + canaries + leak), (
+                f"config.method.clients_per_round / (privacy.n_train_clients + inserted canaries + leak canaries) = "
+                f"{per_round}/({n} + {canaries} + {leak})")
         return None
     if per_round is not None and 0 < per_round < n:
         return per_round / n, f"config.method.clients_per_round / privacy.n_train_clients = {per_round}/{n}"

@@ -48,7 +48,7 @@ from largefedbench.leaderboard.schema import Entry, migrate
 __all__ = ["format_reports", "reports_json", "validate_entry_file", "validate_paths"]
 
 #: an artifact is a PNG file beside its entry, named with the safe characters only
-ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,250}\.png$")
+ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,250}\.png\Z")
 _RERUN = "Re-run `lfb eval`, which writes a complete entry"
 _EPSILON_BRANCHES = ("constrained-float", "literal['inf']")
 

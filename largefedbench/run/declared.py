@@ -22,7 +22,8 @@ __all__ = ["DECLARED_NOTE", "DeclaredConfig", "DeclaredMethod", "DeclaredSynthet
 
 DECLARED_NOTE = ("declared privacy: the synthetic texts were made outside LargeFedBench and their (ε, δ) is the "
                  "submitter's statement, not computed from a ledger; shown apart, never ranked with computed claims")
-LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+MIN_TEXTS = 2  # FID's minimum sample count
+LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ def declared_method(path: str | Path, *, label: str | None, made_with: str | Non
         raise InputError("--synthetic needs --made-with: the tool (and version or commit) that made the texts and how, "
                          "e.g. --made-with 'DPSDA PE text example, commit 1a2b3c, 10 iterations'; the entry states it")
     file = read_text_file(path)
+    if len(file.texts) < MIN_TEXTS:
+        raise InputError(f"--synthetic {path}: holds {len(file.texts)} non-empty text; scoring needs at least "
+                         f"{MIN_TEXTS} (FID compares two sets of samples), and a useful score many more")
     if not label:  # the file's stem, made a name; kept apart from the registered methods' names
         label = re.sub(r"[^a-z0-9._-]+", "-", Path(path).stem.lower()).strip("-._")[:55] or "declared"
         label = f"{label}-declared" if label in method_names() else label

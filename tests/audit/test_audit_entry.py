@@ -29,9 +29,11 @@ def audited_entry(separation: float, canaries: int) -> dict:
     results = [{"seed": s, "audit": {"scores": list(rng.normal(0, 0.01, canaries) + separation * inc)}}
                for s in entry["seeds"]]
     entry["audit"] = audit.section(results, PrivacyBudget(1.0, entry["privacy"]["delta"]))
-    # the audited federation held the inserted canaries too: its Poisson rate is clients_per_round / (N + inserted)
+    # the audited federation held the inserted and the leak canaries too: its Poisson rate is
+    # clients_per_round / (N + inserted + leak canaries)
     priv = entry["privacy"]
-    rate = entry["config"]["method"]["clients_per_round"] / (priv["n_train_clients"] + int(inc.sum()))
+    extra = int(inc.sum()) + entry["audit"].get("leak_canaries", 0)
+    rate = entry["config"]["method"]["clients_per_round"] / (priv["n_train_clients"] + extra)
     for ledger in priv["ledgers"]:
         for event in ledger["events"]:
             event["sample_rate"] = rate
@@ -91,3 +93,11 @@ def test_the_sampling_rate_counts_the_inserted_canaries(tmp_path):
     entry["audit"] = None  # the same ledgers without the audit: the rate no longer matches N alone
     report = findings(tmp_path / "b", entry)
     assert "counts" in [f.check for f in report.errors]
+
+
+def test_the_sampling_rate_counts_the_leak_canaries(tmp_path):
+    entry = audited_entry(0.0, 100)
+    assert entry["audit"]["leak_canaries"] > 0  # the default audit adds them
+    assert findings(tmp_path / "a", entry).valid
+    entry["audit"]["leak_canaries"] = 0  # ledgers that sampled over N + inserted + 3, read as N + inserted
+    assert "counts" in [f.check for f in findings(tmp_path / "b", entry).errors]

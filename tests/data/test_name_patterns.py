@@ -1,0 +1,41 @@
+"""Names and ids end at the end of the string: a trailing newline is not accepted (``$`` would match before it)."""
+
+import pytest
+
+from largefedbench.data.releases import check_release_name
+from largefedbench.data.snapshot import check_snapshot_name
+from largefedbench.errors import InputError
+from largefedbench.run.declared import LABEL, declared_method
+
+
+@pytest.mark.parametrize("check, good", [(check_release_name, "r9"), (check_snapshot_name, "demo-x")])
+def test_a_trailing_newline_is_refused(check, good):
+    check(good)
+    for bad in (good + "\n", good + "\n\n", "\n" + good):
+        with pytest.raises(InputError):
+            check(bad)
+
+
+def test_declared_sets_refuse_a_label_with_a_newline_and_a_single_text(tmp_path):
+    assert LABEL.match("my-set") and not LABEL.match("my-set\n")
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"text": "only one text here"}\n')
+    with pytest.raises(InputError, match="at least 2"):
+        declared_method(one, label="one", made_with="a test")
+    two = tmp_path / "two.jsonl"
+    two.write_text('{"text": "a first text"}\n{"text": "a second text"}\n')
+    with pytest.raises(InputError, match="--name"):
+        declared_method(two, label="two\n", made_with="a test")
+    assert declared_method(two, label="two", made_with="a test").label == "two"
+
+
+def test_a_jsonl_text_over_the_csv_field_cap_is_refused(tmp_path):
+    import csv
+    import json
+
+    from largefedbench.data.text_file import read_text_file
+
+    big = tmp_path / "big.jsonl"
+    big.write_text(json.dumps({"text": "x" * (csv.field_size_limit() + 1)}) + "\n")
+    with pytest.raises(InputError, match="characters"):
+        read_text_file(big)
