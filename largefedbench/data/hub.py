@@ -31,7 +31,7 @@ def push_snapshot(path: Path, repo_id: str, *, private: bool = False, token: str
     except Exception as exc:  # the hub client raises many error types; all mean "could not publish"
         raise SnapshotError(
             f"could not publish {path} to the hub repository {repo_id!r} ({type(exc).__name__}: {exc}). The snapshot "
-            "is unchanged on disk; log in with `huggingface-cli login` (or set HF_TOKEN) and run the push again."
+            "is unchanged on disk; log in with `hf auth login` (or set HF_TOKEN) and run the push again."
         ) from None
     return str(url)
 

@@ -419,6 +419,11 @@ def dataset_card(manifest: dict[str, Any], notes: str = "") -> str:
     lines = [
         "---",
         f"pretty_name: LargeFedBench {manifest['dataset']} ({w['since']} to {w['until']})",
+        # `load_dataset(REPO)` reads the splits' Arrow files, not the `save_to_disk` state files beside them
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        *[line for split in ALL_SPLITS for line in (f"  - split: {split}", f"    path: data/{split}/data-*.arrow")],
         "tags: [federated-learning, differential-privacy, largefedbench]",
         "---",
         f"# LargeFedBench snapshot `{manifest['name']}`",

@@ -87,3 +87,17 @@ def test_a_release_is_published_as_a_tagged_revision_with_its_card(local_hub):
     assert "## Release 2026q4" in card and built.manifest["content_sha256"] in card and "- first release" in card
     with pytest.raises(InputError, match="the hub user or organisation"):
         push_release(release, "someone/repo")
+
+
+def test_the_published_folder_loads_back_with_datasets_load_dataset(local_hub, tmp_path):
+    """What a user does with a published snapshot: `datasets.load_dataset(REPO)` reads the card's `configs:` block
+    and returns every split with its rows (without it, the `save_to_disk` state files are read as data)."""
+    from datasets import load_dataset
+
+    built = build_demo(n_clients=200, progress=False)
+    push_snapshot(built.path, "someone/lfb-demo")
+    loaded = load_dataset(str(tmp_path / "remote" / "someone" / "lfb-demo"))
+    local = load_snapshot(built.path)
+    assert set(loaded) == {"train", "validation", "test", "public"}
+    for split in loaded:
+        assert list(loaded[split]["id"]) == list(local.splits[split].ids)
