@@ -920,6 +920,10 @@ def _stdout_gone() -> bool:
         return False
 
 
+#: commands that write only the LargeFedBench home (a failed write there is moved with --home, never --out)
+HOME_ONLY_COMMANDS = ("refresh", "data", "release", "cutoffs")
+
+
 def main(argv: list[str] | None = None) -> int:
     # OpenMP threads (torch, BLAS) sleep instead of spinning while they wait: on a shared machine spinning made a
     # warm `lfb eval --method popri` ~4x slower. Set before anything imports torch; the user's environment wins.
@@ -946,11 +950,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback
-        from largefedbench.paths import WRITE_ERRNOS, write_error_message
+        from largefedbench.paths import HOME_FLAG, HOME_OR_BOARD, WRITE_ERRNOS, write_error_message
 
         if exc.errno not in WRITE_ERRNOS:
             raise
-        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}')}", file=sys.stderr)
+        places = HOME_FLAG if args.command in HOME_ONLY_COMMANDS else HOME_OR_BOARD
+        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}', places)}", file=sys.stderr)
         return 2  # like every refused run: the user changes where it writes, then runs it again
     except KeyboardInterrupt:
         print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)

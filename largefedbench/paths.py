@@ -58,10 +58,14 @@ def check_writable_dir(path: Path, what: str) -> None:
                          "pass a writable folder or set LFB_HOME to one")
 
 
-def write_error_message(exc: OSError, what: str) -> str:
-    """A user-facing sentence for a write that failed with ``exc`` (disk full, read-only, permissions)."""
+HOME_FLAG = "--home DIR (the home: snapshots, caches)"
+HOME_OR_BOARD = f"{HOME_FLAG} or --out DIR (the board)"
+
+
+def write_error_message(exc: OSError, what: str, elsewhere: str = HOME_OR_BOARD) -> str:
+    """A user-facing sentence for a write that failed with ``exc`` (disk full, read-only, permissions);
+    ``elsewhere`` names the flags that move what was being written (:data:`HOME_FLAG` where only the home is)."""
     where = f" ({exc.filename})" if exc.filename else ""
-    elsewhere = "--home DIR (the home: snapshots, caches) or --out DIR (the board)"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{what} failed: the disk is full{where}. Free some space or pass {elsewhere} on another disk, and run the same command again"
     if exc.errno == errno.EROFS:

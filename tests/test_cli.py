@@ -324,11 +324,13 @@ def test_a_full_disk_is_a_message_and_no_temporary_folder_is_left(lfb_home, monk
     assert main(["data", "demo", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "the disk is full" in err and "run the same command again" in err
+    assert "--home DIR" in err and "--out" not in err  # a snapshot is moved with --home (--out is the board)
     assert list((lfb_home / "snapshots").iterdir()) == []
     monkeypatch.setattr(harness, "run_eval", full)  # a full disk in the middle of a run (any write)
     assert main(["eval", "--method", "dp-fedavg", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "lfb eval failed: the disk is full" in err and "--home DIR" in err and "LFB_HOME/--out" not in err
+    assert "--out DIR (the board)" in err  # eval writes the board too
 
 
 def test_a_read_only_home_is_refused_before_any_work(lfb_home, monkeypatch, capsys):

@@ -31,7 +31,7 @@ from largefedbench.data.splits import PRIVATE_SPLITS, PUBLIC_SPLIT, SPLIT_SALT, 
 from largefedbench.data.windows import Window, after_cutoff
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.io import atomic_write_json, atomic_write_text, publish_dir
-from largefedbench.paths import check_writable_dir, lfb_home, snapshots_dir, write_error_message
+from largefedbench.paths import HOME_FLAG, check_writable_dir, lfb_home, snapshots_dir, write_error_message
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def build_snapshot(
         if raced and (final / "manifest.json").is_file():
             return BuildResult(final, read_manifest(final), created=False)  # another process published it meanwhile
         if isinstance(exc, OSError):
-            raise SnapshotError(write_error_message(exc, f"writing snapshot {name!r} under {root_dir}")
+            raise SnapshotError(write_error_message(exc, f"writing snapshot {name!r} under {root_dir}", HOME_FLAG)
                                 + "; nothing was kept") from exc
         raise
     return BuildResult(final, manifest, created=True)
@@ -400,6 +400,7 @@ def verify_snapshot(fd, root: Path | None = None, *, full: bool = False) -> bool
         return False
     actual = content_hash({s: _rows(fd[s].table) for s in ALL_SPLITS})
     if actual != claimed:
+        cache.unlink(missing_ok=True)  # a failed check is never answered from memory again
         raise SnapshotError(
             f"snapshot {manifest.get('name')!r} at {path} does not match its manifest: its data hashes to "
             f"{actual[:16]}… but manifest.json says content_sha256 {str(claimed)[:16]}… (a data file was edited or "

@@ -62,6 +62,22 @@ def test_content_hash_is_verified_once_then_only_stat(lfb_home, monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_failed_full_verify_is_not_answered_from_memory_later(lfb_home):
+    """An edit that keeps the file's size and time passes the stat check; `lfb data verify` (full) finds it, and
+    from then on the ordinary load hashes again instead of trusting the remembered verification."""
+    path = build()
+    assert snap.verify_snapshot(load_snapshot(path)) is True
+    arrow = path / ARROW
+    times = arrow.stat()
+    patch_one_byte(arrow)
+    os.utime(arrow, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert snap.verify_snapshot(load_snapshot(path)) is False  # size and time unchanged: only stat
+    with pytest.raises(SnapshotError, match="does not match its manifest"):
+        snap.verify_snapshot(load_snapshot(path), full=True)
+    with pytest.raises(SnapshotError, match="does not match its manifest"):
+        snap.verify_snapshot(load_snapshot(path))
+
+
 def test_eval_refuses_an_edited_snapshot(lfb_home):
     from largefedbench.run.eval import EvalRequest, prepare
 
