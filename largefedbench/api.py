@@ -2,7 +2,8 @@
 
     from largefedbench.api import Artifact, Gaussian, Method, PoissonGaussianEvent, RoundsLoop
 
-The contract (:class:`Method`, :class:`Artifact`, :class:`PublicResources`), the budget and the DP events to
+The contract (:class:`Method`, :class:`Artifact`, :class:`PublicResources`, model selection through
+``fed.selection``: :class:`Selection`), the budget and the DP events to
 calibrate for, the mechanisms a release goes through (``fed.private_sum(..., mechanism=Gaussian(σ))``), the views a
 client function receives, the rounds loop every method runs in and what a round's history may say about its cohort,
 and the errors to raise. It offers no way to write un-noised statistics anywhere (``rounds.record_unreleased`` is for
@@ -11,7 +12,7 @@ How to write a method: CONTRIBUTING.md; the map: docs/architecture.md.
 """
 
 from largefedbench.client_views import ChunkView, ClientView
-from largefedbench.contract import Artifact, Method, NoSettings, PublicResources
+from largefedbench.contract import Artifact, Method, NoSettings, PublicResources, Selection, selection_of
 from largefedbench.errors import InputError, MethodError
 from largefedbench.fedtrain import FlatParams, Release, Server, train_rounds
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, TreeAggregationEvent
@@ -22,5 +23,5 @@ from largefedbench.synthetic.noise import noise_for_rounds
 
 __all__ = ["Artifact", "ChunkView", "ClientView", "FlatParams", "Gaussian", "GaussianEvent", "InputError", "Method",
            "MethodError", "NoNoise", "NoSettings", "PoissonGaussianEvent", "PrivacyBudget", "PublicResources",
-           "Release", "RoundsLoop", "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum",
-           "cohort_fields", "draw_cohort", "noise_for_rounds", "train_rounds"]
+           "Release", "RoundsLoop", "Selection", "Server", "TreeAggregation", "TreeAggregationEvent", "TreePrefixSum",
+           "cohort_fields", "draw_cohort", "noise_for_rounds", "selection_of", "train_rounds"]

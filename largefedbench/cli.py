@@ -24,8 +24,10 @@ EPILOG = """examples (--home DIR: the LargeFedBench home instead of $LFB_HOME; -
   lfb refresh --sources biorxiv --since 2024-09   scrape bioRxiv from September 2024 to today
   lfb refresh --after-cutoff-of meta-llama/Meta-Llama-3-8B --until 2024-08 --home /data/lfb
   lfb cutoffs                                     the LLM knowledge cutoffs a window can start after
+  lfb cutoffs measure smollm2-135m --dataset demo --plot curve.png   an LLM's loss by month: its effective cutoff
   lfb methods                                     the registered methods
   lfb smoke dp-fedavg                             seconds-long check of a method before lfb eval
+  lfb new method my-method                        a plug-in package (template, presets, test) to start from
   lfb release 2026q4 --snapshots biorxiv,congress name this quarter's snapshots (lfb refresh --release 2026q4 rebuilds)
   lfb eval --method dp-fedavg                     offline: the demo snapshot, tiny profile, seeds 0,1,2
   lfb eval --method popri --dataset biorxiv --profile paper --epsilon 7 --out leaderboard
@@ -142,6 +144,28 @@ def cmd_cutoffs(args) -> int:
         [f"{'model':<38}{'cutoff':<9}{'kind':<24}{'window from':<12}  source"]
         + [f"{r['model']:<38}{r['cutoff'] or '-':<9}{r['kind']:<24}{r['window_start'] or '-':<12}  {r['source']}"
            for r in rows]))
+
+
+def cmd_cutoffs_measure(args) -> int:
+    from largefedbench.evaluation.cutoff_curve import (
+        CurveSettings,
+        measure_cutoff,
+        plot_cutoff_curve,
+        summary_text,
+        write_result,
+    )
+
+    settings = CurveSettings(tokens=args.tokens, windows_per_month=args.windows, windows_per_record=args.per_record,
+                             topics=args.topics, bootstrap=args.bootstrap, seed=args.seed, batch_size=args.batch_size,
+                             allow_gaps=args.allow_gaps)
+    result = measure_cutoff(args.model, dataset=args.dataset, mirror=args.mirror, source=args.source, since=args.since,
+                            until=args.until, settings=settings, home=args.home, progress=not args.quiet)
+    if args.out:
+        write_result(result, args.out)
+    if args.plot:
+        plot_cutoff_curve(result, args.plot)
+    return _show(args, result, lambda: summary_text(result) + "".join(
+        f"\n{what} written to {path}" for what, path in (("result", args.out), ("plot", args.plot)) if path))
 
 
 # --- privacy -------------------------------------------------------------------------------------------
@@ -363,7 +387,7 @@ def cmd_eval(args) -> int:
         profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
-        shuffled_releases=args.shuffled_releases, public=args.public,
+        shuffled_releases=args.shuffled_releases, public=args.public, select_on=args.select_on,
     )
     result = run_eval(request)
     entry = result.entry
@@ -540,7 +564,8 @@ def cmd_leaderboard_submit(args) -> int:
     from largefedbench.run.submit import submit
 
     log = _progress("submit", args.quiet)
-    result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home, log=log)
+    result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home,
+                    allow_demo=args.allow_demo, log=log)
     _show(args, result.to_dict(), result.format)
     return 0 if result.ok else 1
 
@@ -596,18 +621,22 @@ def _add_leaderboard_parsers(sub) -> None:
                    "always does); `lfb leaderboard render` then marks it on the board")
     _add_home(p, old="--root")
     p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
-    p.add_argument("--accuracy-tolerance", type=float, default=0.005, help="absolute, on accuracies (default 0.005)")
+    p.add_argument("--accuracy-tolerance", type=float, default=None, help="one fixed absolute tolerance on accuracies "
+                   "(default: 2 sample SDs of the entry's own per-seed values, at least 0.002; leaderboard/ranks.py)")
     _add_output_flags(p)
     p.set_defaults(func=cmd_leaderboard_reproduce)
     p = bsub.add_parser("submit", help="check an entry as the board's CI will and lay out its pull request",
-                        description="Validate ENTRY (with fix hints), check its plots and that its method can be found "
-                        "again (built-in, declared, or an installed package with a version), run `lfb smoke` on a "
+                        description="Validate ENTRY (with fix hints), check its plots, that it is not demo data "
+                        "(unless --allow-demo) and that its method can be found again (built-in, declared, a package "
+                        "version installed from an index, or a pushed commit of its repository), run `lfb smoke` on a "
                         "plug-in method, then copy the entry into the board folder, render the board and, inside a git "
                         "checkout, commit the files on a branch submit/ENTRY-ID (else print the steps).")
     p.add_argument("entry", type=Path, help="the entry file `lfb eval` wrote")
     p.add_argument("--board", type=Path, default=Path("leaderboard"), help="the board folder of your clone of the "
                    "board's repository (default ./leaderboard)")
     p.add_argument("--no-smoke", action="store_true", help="skip `lfb smoke` of a plug-in method (CI still runs it)")
+    p.add_argument("--allow-demo", action="store_true", help="submit an entry on the synthetic demo snapshot (refused "
+                   "by default: the board would rank it in its demo group)")
     _add_home(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_leaderboard_submit)
@@ -625,6 +654,34 @@ def _add_leaderboard_parsers(sub) -> None:
     _add_home(p, old="--root")
     _add_output_flags(p)
     p.set_defaults(func=cmd_smoke)
+def cmd_new_method(args) -> int:
+    import shlex
+
+    from largefedbench.run.scaffold import new_method
+
+    folder = new_method(args.name, args.dir)
+    shown = shlex.quote(str(folder))
+    print(f"wrote the plug-in package {folder} (method {args.name!r}, the DP unigram template). Next:\n"
+          f"  cd {shown} && pip install -e .     # registers {args.name} (README.md: largefedbench comes from its checkout)\n"
+          f"  pytest tests/                      # the contract and the presets\n"
+          f"  lfb smoke {args.name}               # the demo, tiny profile: about a minute the first time\n"
+          f"  lfb eval --method {args.name} --seeds 0,1,2")
+    return 0
+
+
+def _add_new_parser(sub) -> None:
+    new = sub.add_parser("new", help="start a plug-in package: `lfb new method NAME`")
+    nsub = new.add_subparsers(dest="new_command", metavar="WHAT")
+    p = nsub.add_parser("method", help="write a plug-in package that installs and passes `lfb smoke`",
+                        description="Write a method package (the DP unigram template under NAME): pyproject.toml with "
+                        "the largefedbench.methods entry point, the module with its paper(), cpu() and tiny() presets, "
+                        "tests/test_method.py and a README with the install and smoke commands.")
+    p.add_argument("name", help="the method's registry name, a safe id (e.g. my-method)")
+    p.add_argument("--dir", type=Path, default=None, help="the package folder to create (default ./lfb-NAME)")
+    p.set_defaults(func=cmd_new_method)
+    new.set_defaults(func=lambda a: (new.print_help(), 2)[1])
+
+
 # --- end of leaderboard and smoke ------------------------------------------------------------------------------
 
 
@@ -819,6 +876,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffled-releases", action="store_true", help="control: run at --epsilon as usual but permute "
                    "every noised sum at random before the method sees it; the entry shows what the method gets from "
                    "feedback without information about the clients and is never ranked")
+    p.add_argument("--select-on", choices=["private", "public"], default="private", help="what model selection (the "
+                   "downstream epoch, a method's best round) runs on: private (default: the validation clients, read "
+                   "without noise; the entry records every choice) or public (a held-out tenth of the public corpus's "
+                   "documents, drawn by the corpus hash, that no method or downstream training sees)")
     _add_run_flags(p)
     _add_executor_flags(p)
     _add_output_flags(p, json_help="print the entry", quiet_help="no progress bars")
@@ -872,10 +933,42 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_flags(p, json_help="print the entry (a list with several --epsilon)", quiet_help="no progress bars")
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs")
+    p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs; `measure`: an LLM's loss by month")
     _add_output_flags(p, quiet_help=None)
     p.set_defaults(func=cmd_cutoffs)
+    csub = p.add_subparsers(dest="cutoffs_command", metavar="COMMAND")
+    p = csub.add_parser("measure", help="an LLM's per-token loss by month over dated records, and its effective cutoff",
+                        description="Score a seeded sample of windows of each month's records with MODEL (mean "
+                        "next-token loss, nats), with a 95% interval by a bootstrap over records, beside a "
+                        "topic-standardised mean (MiniLM embeddings, k-means topics), and fit a change point (a step, "
+                        "or flat then rising) to the curve: a rise that a straight line and month-to-month noise do "
+                        "not explain marks the effective cutoff (Cheng et al. 2024, 'Dated Data'). MODEL: a name or alias of `lfb cutoffs` (smollm2-135m loads the cpu "
+                        "profile's packaged SmolLM2) or a local Hugging Face model folder.")
+    p.add_argument("model", metavar="MODEL", help="registry name or alias (e.g. smollm2-135m), or a model folder")
+    p.add_argument("--dataset", help="a snapshot (name, prefix, dataset name or folder): every split's records")
+    p.add_argument("--mirror", type=Path, metavar="DIR", help="a mirror folder of a source's files instead (needs "
+                   "--source, --since and --until)")
+    p.add_argument("--source", help="the mirror's source: us (Congressional Record) or arxiv (arXiv listings)")
+    p.add_argument("--since", help="first month, YYYY-MM (default: the snapshot's first record)")
+    p.add_argument("--until", help="last month, YYYY-MM (default: the snapshot's last record)")
+    p.add_argument("--windows", type=int, default=200, metavar="N", help="windows scored per month (default 200)")
+    p.add_argument("--tokens", type=int, default=128, metavar="T", help="tokens per window, the model's tokenizer "
+                   "(default 128)")
+    p.add_argument("--per-record", type=int, default=2, metavar="K", help="at most K windows from one record "
+                   "(default 2)")
+    p.add_argument("--topics", type=int, default=8, metavar="K", help="topics for the standardised curve (default 8)")
+    p.add_argument("--bootstrap", type=int, default=2000, metavar="B", help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the topics and the bootstraps (default 0)")
+    p.add_argument("--batch-size", type=int, default=16, help="windows per forward pass (default 16)")
+    p.add_argument("--allow-gaps", action="store_true", help="leave out months with too few records instead of stopping")
+    p.add_argument("--out", type=Path, metavar="FILE", help="write the full result as JSON")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="write the curve as a PNG")
+    _add_home(p)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_cutoffs_measure)
     _add_leaderboard_parsers(sub)  # leaderboard and smoke
+    _add_new_parser(sub)
     return parser
 
 

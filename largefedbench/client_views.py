@@ -282,6 +282,15 @@ def _rows_clipped_sum(rows: Any, clip: float, n: int) -> tuple[Any, int]:
     return clip_rows(flat, clip).sum(0).reshape(shape), int(np.prod(shape)) if shape else 1
 
 
+def all_finite(values: Any) -> bool:
+    """Whether every entry of a numpy array or torch tensor is finite (no NaN, no ±inf)."""
+    if type(values).__module__.split(".")[0] == "torch":
+        import torch
+
+        return bool(torch.isfinite(values).all())
+    return bool(np.isfinite(values).all())
+
+
 def _stack(rows: Sequence[Any]) -> Any:
     if type(rows[0]).__module__.split(".")[0] == "torch":
         import torch
@@ -296,10 +305,10 @@ def clipped_chunk_sum(store: ClientStore, indices: np.ndarray, *, round_: int, f
     view = chunk_view(store, np.asarray(indices, dtype=np.int64), round_=round_, fed_seed=fed_seed)
     start = time.perf_counter()
     fast = exact_shortcut(client_fn) if batched and shortcut else None
-    if fast is not None:
-        total = fast(view, clip)
+    total = None if fast is None else fast(view, clip)
+    if total is not None and all_finite(total):
         width = int(np.prod(np.shape(total)))
-    elif batched:
+    elif batched:  # also a shortcut's non-finite sum: the rows' path zeroes each non-finite row (clip_rows)
         total, width = _rows_clipped_sum(client_fn(view), clip, len(view))
     elif len(view):
         total, width = None, 0

@@ -7,15 +7,17 @@ A method is a class with
   configuration that runs end to end in about a minute on a CPU,
 - ``train(fed, public, cfg, budget) -> Artifact``.
 
-``fed`` (:class:`~largefedbench.federation.Federation`) is the only door to private data; ``public``
-(:class:`PublicResources`) holds everything that is not private: the public split, the profile's models,
-the seed, progress bars, per-round checkpoints (resume) and the validation-client metrics used for model
-selection. The harness, not the method, evaluates the artifact and computes ε from the ledger.
+``fed`` (:class:`~largefedbench.federation.Federation`) is the only door to private data, model selection on
+held-out data included (``fed.selection``, a :class:`Selection` that records every choice); ``public``
+(:class:`PublicResources`) holds only what is public: the ``--public`` corpus, the profile's models, the seed,
+progress bars and per-round checkpoints (resume). The harness, not the method, evaluates the artifact and computes
+ε from the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -25,18 +27,23 @@ import numpy as np
 from largefedbench.config_overrides import config_from_overrides, config_to_dict  # noqa: F401 - methods import them from here
 from largefedbench.errors import MethodError
 from largefedbench.rounds import checkpoints
+from largefedbench.rounds.loop import selection_of
 
 __all__ = [
     "OUTPUT_KINDS",
+    "SELECT_ON",
     "Artifact",
     "Method",
     "NoSettings",
     "PublicResources",
+    "Selection",
     "config_from_overrides",
     "config_to_dict",
+    "selection_of",
 ]
 
 OUTPUT_KINDS = ("synthetic text", "model")
+SELECT_ON = ("private", "public")  # lfb eval --select-on: the validation clients, or a held-out public slice
 
 
 @dataclass
@@ -50,6 +57,8 @@ class Artifact:
     model: Any = None
     info: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: the method's selections on held-out data (``Selection.records``), set by the harness when ``train`` returns
+    selections: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def synthetic(cls, texts: Iterable[str], *, history: list[dict[str, Any]] | None = None, **info: Any) -> Artifact:
@@ -104,65 +113,53 @@ class Method:
 
 
 class PublicResources:
-    """Everything a method may use that is not private client data, for one seed of one run."""
+    """Everything a method may use that is not private client data, for one seed of one run: exactly the public
+    corpus that ``--public`` names (under ``split``, the snapshot's pre-window records), the profile's models and the
+    run's configuration. It holds no reference to the loaded snapshot or any of its splits (issue 60 item 6); model
+    selection on held-out data goes through ``fed.selection`` (:class:`Selection`), where it is recorded."""
 
-    def __init__(self, *, fd, models, seed: int, run_dir: Path | None = None, progress: bool = True,
-                 validation_accuracy: Callable[[Any], dict[str, float]] | None = None,
-                 train_downstream: Callable[[list[str]], Any] | None = None, corpus=None) -> None:
-        self._fd = fd
+    def __init__(self, *, models, seed: int, corpus=None, snapshot: dict[str, Any] | None = None,
+                 run_dir: Path | None = None, progress: bool = True) -> None:
         self.models = models
         self.seed = int(seed)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
-        self._validation_accuracy = validation_accuracy
-        self._train_downstream = train_downstream
-        self.public = fd.public  # the snapshot's pre-window records (its metadata codes; the corpus when kind is split)
         #: the run's public corpus (``largefedbench.data.public_corpus.PublicCorpus``): Omega, replay, the ε = 0 model
         self.corpus = corpus if corpus is not None else getattr(models, "public_corpus", None)
-        self.snapshot = {k: fd.manifest.get(k) for k in ("name", "dataset", "window", "content_sha256")}
+        #: what the entry states about the snapshot (name, dataset, window, content hash): strings, not the data
+        self.snapshot = copy.deepcopy({k: (snapshot or {}).get(k) for k in ("name", "dataset", "window", "content_sha256")})
 
     @property
     def device(self):
         return self.models.device
 
     # -- public data -----------------------------------------------------------------------------------
+    @property
+    def _public(self):
+        if self.corpus is None:
+            raise MethodError("this run has no public corpus (a bare PublicResources without --public resources)")
+        return self.corpus
+
     def public_texts(self) -> list[str]:
-        """Every span of the public corpus (the run's ``--public`` resources; the pre-window split by default)."""
-        return self.public.all_spans() if self._split_corpus else self.corpus.spans
+        """Every span of the public corpus (the run's ``--public`` resources)."""
+        return self._public.spans
 
     def public_documents(self) -> list[list[str]]:
         """The public corpus's documents, each as its spans."""
-        return list(self.public.column("spans")) if self._split_corpus else [list(d) for d in self.corpus.documents]
+        return [list(d) for d in self._public.documents]
+
+    def public_metadata(self) -> list[dict[str, Any]]:
+        """Each public document's metadata (the pre-window records' fields under ``--public split``; ``{}`` for a
+        corpus without any, such as ``generic`` and ``c4``)."""
+        corpus = self._public
+        return [dict(m) for m in corpus.metadata] if corpus.metadata else [{} for _ in corpus.documents]
 
     def public_embeddings(self) -> np.ndarray:
         """Unit embeddings of :meth:`public_texts` (cached per corpus and embedder)."""
-        if self._split_corpus:
-            return self.models.span_embeddings(self._fd, "public", progress=self.progress)
         from largefedbench.models.embedder import corpus_embeddings
 
-        return corpus_embeddings(self.corpus, self.models.embedder, self.models.embedder_id, root=self.models.root,
+        return corpus_embeddings(self._public, self.models.embedder, self.models.embedder_id, root=self.models.root,
                                  progress=self.progress)
-
-    @property
-    def _split_corpus(self) -> bool:
-        return self.corpus is None or self.corpus.kind == "split"
-
-    def validation_embeddings(self) -> np.ndarray:
-        """Unit embeddings of the validation clients' spans, for model selection by FID (POPri §5.2)."""
-        return self.models.span_embeddings(self._fd, "validation", progress=self.progress)
-
-    def validation_accuracy(self, model) -> dict[str, float]:
-        """Next-token accuracy of a downstream model on the validation clients (to choose a round)."""
-        if self._validation_accuracy is None:
-            raise MethodError("this run has no validation clients to select a model on")
-        return self._validation_accuracy(model)
-
-    def train_downstream(self, texts: list[str]):
-        """The profile's downstream model fine-tuned on ``texts`` exactly as the harness does for synthetic text
-        (the profile's training settings, epoch chosen on the validation clients); returns the model."""
-        if self._train_downstream is None:
-            raise MethodError("this run cannot train downstream models (no harness attached)")
-        return self._train_downstream(texts)
 
     def rng(self, stream: int = 0) -> np.random.Generator:
         """A numpy generator for this seed; ``stream`` separates independent uses."""
@@ -196,3 +193,87 @@ class PublicResources:
         if self.run_dir is not None:
             for path in checkpoints.checkpoint_files(self.run_dir):
                 path.unlink()
+
+
+class Selection:
+    """Model selection on held-out data: how a method and the harness choose among candidates (a round's weights,
+    a downstream epoch), and the record of every choice made (issue 60 item 7).
+
+    ``on`` is ``"private"`` (the validation clients' spans, read without noise: the entry says so) or ``"public"``
+    (``lfb eval --select-on public``: a held-out slice of the public corpus that no method or downstream training
+    sees). The harness puts it on the federation, ``fed.selection``, never on :class:`PublicResources`. It holds
+    the held-out texts and public things only (models, training settings, the public replay pool), no snapshot."""
+
+    def __init__(self, *, on: str, source: str, texts: list[str], tokenizer, embedder, training, new_downstream,
+                 seed: int, replay_pool: list[str] | None = None, embeddings_cache: Path | None = None,
+                 progress: bool = False) -> None:
+        if on not in SELECT_ON:
+            raise MethodError(f"select_on={on!r}; choose one of {', '.join(SELECT_ON)}")
+        self.on, self.source, self.texts, self.seed = on, source, list(texts), int(seed)
+        self._tokenizer, self._embedder, self._training = tokenizer, embedder, training
+        self._new_downstream, self._replay_pool = new_downstream, list(replay_pool or [])
+        self._cache, self._progress = embeddings_cache, progress
+        self._embeddings: np.ndarray | None = None
+        self._records: list[dict[str, Any]] = []
+        self._loops: list[Any] = []
+
+    def accuracy(self, model) -> dict[str, float]:
+        """Next-token accuracy of a downstream model on the held-out texts (to choose a round)."""
+        from largefedbench.evaluation.accuracy import next_token_accuracy
+
+        return next_token_accuracy(model, self._tokenizer, self.texts, max_len=self._training.max_len,
+                                   batch_size=self._training.eval_batch_size)
+
+    def embeddings(self) -> np.ndarray:
+        """Unit embeddings of the held-out texts (FID model selection, POPri §5.2), cached on disk when a cache path
+        was given."""
+        if self._embeddings is None:
+            from largefedbench.models.embedder import cached_embeddings, embed
+
+            self._embeddings = (embed(self.texts, self._embedder, progress=self._progress) if self._cache is None else
+                                cached_embeddings(self.texts, self._embedder, self._cache, progress=self._progress))
+        return self._embeddings
+
+    def replay(self, n_texts: int, seed: int) -> list[str]:
+        """The public spans mixed into a fine-tuning set of ``n_texts`` texts: ``public_replay`` × ``n_texts`` of them
+        (at most the whole pool), drawn without replacement by ``seed``; none for an empty set."""
+        share = getattr(self._training, "public_replay", 0.0)
+        if not (n_texts and share and self._replay_pool):
+            return []
+        pool = self._replay_pool
+        k = min(len(pool), round(share * n_texts))
+        picked = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).choice(len(pool), size=k, replace=False)
+        return [pool[i] for i in sorted(picked)]
+
+    def fine_tune(self, texts: list[str], seed: int | None = None, *, by: str = "harness", progress: bool = False):
+        """The ε = 0 downstream fine-tuned on ``texts`` and the public replay, at its best epoch on the held-out texts
+        (a ``DownstreamResult``); the choice is recorded."""
+        from largefedbench.evaluation.downstream import train_downstream
+
+        seed = self.seed if seed is None else int(seed)
+        texts = list(texts) + self.replay(len(texts), seed)
+        tuned = train_downstream(self._new_downstream(), self._tokenizer, texts, self.texts, seed=seed,
+                                 progress=progress, **self._training.as_kwargs())
+        self.record(by=by, what="downstream epoch", metric="top1", chosen=tuned.best_epoch,
+                    candidates=len(tuned.history))
+        return tuned
+
+    def train_downstream(self, texts: list[str]):
+        """The profile's downstream model fine-tuned on ``texts`` exactly as the harness does for synthetic text
+        (epoch chosen on the held-out texts, recorded); returns the model."""
+        return self.fine_tune(texts, by="method").model
+
+    def record(self, *, by: str, what: str, metric: str, chosen: int, candidates: int) -> None:
+        """Record one choice: ``chosen`` (an epoch or round) among ``candidates`` by ``metric``, made by ``by``."""
+        self._records.append({"by": by, "what": what, "metric": metric, "chosen": int(chosen),
+                              "candidates": int(candidates), "on": self.on})
+
+    def watch(self, loop) -> None:
+        """A rounds loop that keeps its best state (``RoundsLoop(select=...)``): its choice is recorded as it ends."""
+        self._loops.append(loop)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every choice so far: the watched rounds loops' (those that were offered a candidate) and the others."""
+        from_loops = [rec for loop in self._loops if (rec := loop.selection_record()) is not None]
+        return [{**r, "on": self.on} for r in from_loops] + [dict(r) for r in self._records]
+

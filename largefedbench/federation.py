@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from largefedbench.client_views import ClientStore
+from largefedbench.client_views import ClientStore, all_finite
 from largefedbench.data.federated import ClientSplit
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, PrivacyError
 from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
@@ -145,6 +145,9 @@ class Federation:
         self._round = -1
         #: every release's public signal-to-noise numbers, in order (:func:`release_snr`)
         self.releases: list[dict[str, Any]] = []
+        #: model selection on held-out data (``contract.Selection``: the validation clients or a held-out public
+        #: slice), set by the harness; every choice made through it is recorded in the entry (issue 60 item 7)
+        self.selection = None
 
     # -- who takes part --------------------------------------------------------------------------------
     @property
@@ -251,6 +254,10 @@ class Federation:
                                                                            sample_rate=cohort.sample_rate))
         noisy = mechanism.release(total, clip=clip, sampling=cohort.sampling, sample_rate=cohort.sample_rate,
                                   ledger=self.ledger, generator=self._generator_for(total))
+        if not all_finite(noisy):  # every row was finite (else zeroed) and clipped: only an overflow gets here
+            raise PrivacyError(f"the release is not finite: the clipped sum (each entry at most {len(cohort)} × clip "
+                               f"= {len(cohort) * clip:g}) or its noise (σ·clip) overflowed {noisy.dtype}; have the "
+                               "client function return float32 or float64 vectors, or lower the clip")
         if self.shuffle_releases:
             noisy = self._shuffled(noisy)
         self.costs.add(cohort.round, client_seconds=seconds, server_seconds=time.perf_counter() - start,

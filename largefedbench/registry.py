@@ -18,8 +18,8 @@ from typing import Any
 from largefedbench.contract import OUTPUT_KINDS, Method
 from largefedbench.errors import MethodError
 
-__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "get_method", "list_methods",
-           "method_names", "resolve_method"]
+__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "distribution_of", "get_method",
+           "list_methods", "method_names", "resolve_method"]
 
 ENTRY_POINT_GROUP = "largefedbench.methods"
 
@@ -189,13 +189,22 @@ class ResolvedMethod:
         return f"{self.cls.__module__}:{self.cls.__qualname__}"
 
 
-def _version_of(cls: type) -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def distribution_of(module: str):
+    """The installed distribution (``importlib.metadata.Distribution``) that holds ``module``'s top-level package,
+    found by ``packages_distributions()`` (a distribution's name need not be its module's), else None."""
+    from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 
-    try:
-        return version(cls.__module__.split(".")[0])
-    except PackageNotFoundError:
-        return getattr(cls, "version", None) or "unversioned"
+    for name in packages_distributions().get(module.split(".")[0], []):
+        try:
+            return distribution(name)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def _version_of(cls: type) -> str:
+    dist = distribution_of(cls.__module__)
+    return (dist.version if dist is not None else None) or getattr(cls, "version", None) or "unversioned"
 
 
 def resolve_method(name: str) -> ResolvedMethod:

@@ -29,7 +29,7 @@ from largefedbench.fedtrain import (
     train_rounds,
 )
 from largefedbench.privacy import PrivacyBudget
-from largefedbench.rounds import unreleased_path
+from largefedbench.rounds import selection_of, unreleased_path
 
 __all__ = ["FederatedFineTuning", "FineTuningConfig", "ModelClients", "ModelServer"]
 
@@ -150,9 +150,11 @@ class FederatedFineTuning(Method):
         server = self.make_server(fed, cfg, budget, FlatParams(model))
         server.clients = ModelClients(ModelUpdate(model, public.models.tokenizer, cfg.local(), cfg.max_len), cfg.clip,
                                       cfg.chunk_clients, cfg.record_update_norms, public)
-        # POPri §5, App. C.1: the reported model is the best on validation (round 0 = the public model)
+        # POPri §5, App. C.1: the reported model is the best on validation (round 0 = the public model); the held-out
+        # texts are fed.selection's (the validation clients, or a public slice with --select-on public), recorded
+        selection = selection_of(fed)
         loop = train_rounds(fed, public, server, rounds=cfg.rounds, first=1, desc=f"{self.name} rounds",
-                            validate=lambda: public.validation_accuracy(model)["top1"], eval_every=cfg.eval_every,
+                            validate=lambda: selection.accuracy(model)["top1"], eval_every=cfg.eval_every,
                             fingerprint={"method": self.name, "config": config_to_dict(cfg), "sigma": server.sigma,
                                          "n_clients": fed.n_clients, "seed": public.seed})
         server.flat.set(loop.best.weights.to(server.weights))

@@ -53,7 +53,7 @@ from largefedbench.errors import InputError
 from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
+from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort, selection_of
 from largefedbench.synthetic.generation import (
     decode_samples,
     generate_ids,
@@ -231,7 +231,7 @@ class PrivateEvolution(_VotingMethod):
         sigma, rate = noise_for_rounds(budget, fed, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round)
         threshold = vote_threshold(sigma, cfg.threshold_multiplier)
         examples = public_examples(public, min_words=cfg.min_words, minimum=1)
-        validation = public.validation_embeddings()
+        validation = selection_of(fed).embeddings()  # the history's FID only: PE selects no round
         generator = bundle.new_generator()
         if cfg.variation_model is not None:
             mlm, mlm_tok = load_masked_lm(cfg.variation_model, device=bundle.device)

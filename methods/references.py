@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from largefedbench.contract import Artifact, Method, NoSettings
+from largefedbench.contract import Artifact, Method, NoSettings, selection_of
 
 
 class PublicReference(Method):
@@ -35,4 +35,4 @@ class NonPrivateReference(Method):
 
     def train(self, fed, public, cfg, budget) -> Artifact:
         texts = fed.release_without_noise()
-        return Artifact.trained_model(public.train_downstream(texts), n_train_spans=len(texts))
+        return Artifact.trained_model(selection_of(fed).train_downstream(texts), n_train_spans=len(texts))

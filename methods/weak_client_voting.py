@@ -18,7 +18,9 @@ A public, seeded fraction of the clients is *strong* (can fine-tune); the rest a
 
 Control codes (public and predetermined, as the paper assumes, following Yue et al. 2022): bioRxiv records by
 ``category``, parliamentary records by country × chamber, the demo by whichever of the two its record has; the code
-set is the one found on the public split plus "Other" for codes it lacks.
+set is the one found in the metadata of the run's public corpus (``public.public_metadata()``) plus "Other" for codes
+it lacks. Only ``--public split`` (the pre-window records) carries such metadata; under ``generic`` or ``c4`` the set
+is "Other" alone, so every client shares one code and the method runs unconditioned (issue 60 item 6).
 
 Privacy: the benchmark's ledger composes every release sequentially, so the per-client split of App. B
 (strong: ε_train + ε_prof; weak: ε_vote + ε_prof; ε = 8 → 6 + 2) becomes shares of one composition: the profile and
@@ -66,7 +68,6 @@ __all__ = ["DEVIATIONS", "OTHER", "WeakClientVoting", "WeakClientVotingConfig", 
            "control_code", "own_codes", "strong_clients"]
 
 OTHER = "Other"
-CODE_FIELDS = ("category", "country", "chamber")
 
 DEVIATIONS = (
     ("user-level DP over many small clients (cross-device) instead of sample-level DP over a few silos: DP-FedAvg "
@@ -80,9 +81,10 @@ DEVIATIONS = (
     ("the generator is the profile's generator with a LoRA adapter (the paper fine-tunes GPT-2 fully; Table A.13 "
      "uses LoRA); embeddings from all-MiniLM-L6-v2 instead of stsb-roberta-base-v2; 64-token samples"),
     "strong clients are a seeded random fraction of the clients (the paper's IID setting)",
-    ("the control-code set is read from the metadata of the snapshot's pre-window records whatever the run's public "
-     "resources (--public generic or c4 have no bioRxiv categories or chambers): category and chamber names are the "
-     "domain's schema, not its text"),
+    ("the control-code set is read from the run's public corpus (the paper takes the codes as public and given): "
+     "under --public split the pre-window records' categories and chambers; --public generic and c4 carry no such "
+     "metadata, so there the set is 'Other' alone and fine-tuning, profile, generation and votes run with one code "
+     "(unconditioned). Before issue 60 the set was read from the pre-window records whatever --public said"),
 )
 
 
@@ -151,11 +153,10 @@ def control_code(meta: Mapping[str, Any]) -> str:
     return OTHER
 
 
-def code_set(public_split) -> list[str]:
-    """The predetermined code set: every code of the public split, sorted, then "Other"."""
-    names = set(public_split.table.column_names)
-    cols = {f: public_split.column(f) if f in names else [None] * len(public_split) for f in CODE_FIELDS}
-    codes = {control_code({f: cols[f][i] for f in CODE_FIELDS}) for i in range(len(public_split))}
+def code_set(public_metadata: list[Mapping[str, Any]]) -> list[str]:
+    """The predetermined code set: every code in the public corpus's metadata (one mapping per public document,
+    ``PublicResources.public_metadata``), sorted, then "Other"."""
+    codes = {control_code(meta) for meta in public_metadata}
     return sorted(codes - {OTHER}) + [OTHER]
 
 
@@ -191,7 +192,7 @@ class WeakClientVoting(DPGeneratorMethod):
 
         settings, sigma = self.fedavg_rounds(fed, cfg, budget, PoissonGaussianEvent(sigma_prof, 1.0, 1),
                                              PoissonGaussianEvent(sigma_vote, 1.0, 1), rate=q)
-        codes = code_set(public.public)
+        codes = code_set(public.public_metadata())  # from the --public corpus only
         strong = strong_clients(n, cfg.strong_fraction, public.rng(0x57))  # public, by federation position
         strong_ids = frozenset(np.asarray(fed.client_ids, dtype=object)[strong].tolist())
         prompts = [code + "\n" for code in codes]

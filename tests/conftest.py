@@ -93,17 +93,31 @@ def cpu_llm(shared_root):
 N_VALIDATION = 120  # validation spans a method's model selection scores (a quick next-token accuracy)
 
 
-def public_for(tiny, run_dir, cls=None):
-    """PublicResources for a run on the ``tiny`` bundle (seed 0, no progress bars), checkpointing under ``run_dir``,
-    whose validation accuracy is measured on the first N_VALIDATION validation spans. ``cls``: a subclass to use
-    instead (e.g. :func:`killed_after`'s)."""
+def public_for(tiny, run_dir, cls=None, fed=None):
+    """PublicResources for a run on the ``tiny`` bundle (seed 0, no progress bars), checkpointing under ``run_dir``;
+    with ``fed``, that federation selects on the first N_VALIDATION validation spans (:func:`selection_for`).
+    ``cls``: a subclass to use instead (e.g. :func:`killed_after`'s)."""
     from largefedbench.contract import PublicResources
-    from largefedbench.evaluation.accuracy import next_token_accuracy
 
     fd, bundle, _ = tiny
-    texts = fd.validation.all_spans()[:N_VALIDATION]
-    return (cls or PublicResources)(fd=fd, models=bundle, seed=0, run_dir=run_dir, progress=False,
-                                    validation_accuracy=lambda m: next_token_accuracy(m, bundle.tokenizer, texts))
+    if fed is not None:
+        fed.selection = selection_for(tiny, texts=fd.validation.all_spans()[:N_VALIDATION])
+    return (cls or PublicResources)(models=bundle, seed=0, run_dir=run_dir, progress=False,
+                                    snapshot=fd.manifest)
+
+
+def selection_for(tiny, seed: int = 0, texts=None, on: str = "private"):
+    """A ``fed.selection`` on the ``tiny`` bundle: on ``texts`` (default: every validation span, their embeddings
+    cached as the harness caches them), as ``lfb eval`` sets it."""
+    from largefedbench.contract import Selection
+    from largefedbench.models.embedder import embedding_cache_path
+
+    fd, bundle, _ = tiny
+    cache = embedding_cache_path(fd, "validation", bundle.embedder_id, bundle.root) if texts is None else None
+    return Selection(on=on, source="the validation clients' spans", texts=fd.validation.all_spans() if texts is None
+                     else texts, tokenizer=bundle.tokenizer, embedder=bundle.embedder,
+                     training=bundle.profile.downstream_training, new_downstream=bundle.new_downstream, seed=seed,
+                     replay_pool=bundle.public_corpus.spans, embeddings_cache=cache)
 
 
 def embedded_federation(fd, bundle, seed: int = 0):
@@ -115,7 +129,9 @@ def embedded_federation(fd, bundle, seed: int = 0):
 
     vectors = bundle.span_embeddings(fd, "train", progress=False)
     offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
-    return Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
+    fed = Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
+    fed.selection = selection_for((fd, bundle, None), seed)
+    return fed
 
 
 def federation_and_public(tiny, run_dir, seed: int = 0, resources=None):
@@ -126,7 +142,8 @@ def federation_and_public(tiny, run_dir, seed: int = 0, resources=None):
 
     fd, bundle, _ = tiny
     fed = embedded_federation(fd, bundle, seed)
-    return fed, (resources or PublicResources)(fd=fd, models=bundle, seed=seed, run_dir=run_dir, progress=False)
+    return fed, (resources or PublicResources)(models=bundle, seed=seed, run_dir=run_dir, progress=False,
+                                               snapshot=fd.manifest)
 
 
 def train_end_to_end(tiny, run_dir, method, cfg, budget, seed: int = 0, resources=None):

@@ -8,7 +8,6 @@ from pathlib import Path
 import largefedbench.api as api
 from largefedbench.contract import Method
 
-EXAMPLE = Path(__file__).parent / "leaderboard" / "example_method_pkg" / "lfb_example_method" / "__init__.py"
 
 
 def test_every_exported_name_resolves():
@@ -16,8 +15,11 @@ def test_every_exported_name_resolves():
     assert api.Method is Method and {"RoundsLoop", "Gaussian", "PrivacyBudget", "ClientView"} <= set(api.__all__)
 
 
-def test_the_example_plugin_imports_only_the_api():
-    modules = {n.module for n in ast.walk(ast.parse(EXAMPLE.read_text())) if isinstance(n, ast.ImportFrom)}
+def test_the_example_plugin_imports_only_the_api(tmp_path):
+    from largefedbench.run.scaffold import new_method
+
+    module = new_method("my-method", tmp_path / "pkg") / "lfb_my_method" / "__init__.py"  # what `lfb new method` writes
+    modules = {n.module for n in ast.walk(ast.parse(module.read_text())) if isinstance(n, ast.ImportFrom)}
     assert {m for m in modules if m and m.startswith("largefedbench")} == {"largefedbench.api"}
 
 

@@ -9,22 +9,14 @@ import numpy as np
 import pytest
 from echo_method import Echo, EchoConfig
 
-from largefedbench.contract import Artifact, Method, PublicResources, config_from_overrides, config_to_dict
+from largefedbench.contract import Artifact, Method, PublicResources, Selection, config_from_overrides, config_to_dict
+from largefedbench.data.public_corpus import _corpus
 from largefedbench.errors import InputError, MethodError
 from largefedbench.registry import BUILTIN_METHODS, get_method
 
 
-class FakeSplit:
-    def __init__(self, spans):
-        self._spans = spans
-
-    def all_spans(self):
-        return list(self._spans)
-
-
-class FakeSnapshot:
-    manifest = {"name": "fake", "dataset": "d", "window": ["2024-01", "2024-02"], "content_sha256": "0" * 64}
-    public = FakeSplit(["a public span", "  ", "another"])
+MANIFEST = {"name": "fake", "dataset": "d", "window": ["2024-01", "2024-02"], "content_sha256": "0" * 64}
+PUBLIC_SPANS = ["a public span", "  ", "another"]
 
 
 class FakeFederation:
@@ -41,7 +33,8 @@ class FakeFederation:
 
 
 def resources(run_dir=None, **kwargs) -> PublicResources:
-    return PublicResources(fd=FakeSnapshot(), models=None, seed=7, run_dir=run_dir, progress=False, **kwargs)
+    return PublicResources(models=None, seed=7, run_dir=run_dir, progress=False, snapshot=MANIFEST,
+                           corpus=_corpus("generic", "test", [tuple(PUBLIC_SPANS)]), **kwargs)
 
 
 def test_method_gives_the_defaults_the_harness_reads():
@@ -78,7 +71,7 @@ def test_public_resources_streams_are_seeded_and_independent():
     a, b = resources(), resources()
     assert np.array_equal(a.rng(1).integers(0, 1 << 30, 8), b.rng(1).integers(0, 1 << 30, 8))
     assert not np.array_equal(a.rng(1).integers(0, 1 << 30, 8), a.rng(2).integers(0, 1 << 30, 8))
-    assert a.snapshot["name"] == "fake" and a.public_texts() == FakeSnapshot.public.all_spans()
+    assert a.snapshot["name"] == "fake" and a.public_texts() == PUBLIC_SPANS
 
 
 def test_checkpoints_resume_the_method_and_the_federation(tmp_path):
@@ -97,12 +90,27 @@ def test_without_a_run_dir_nothing_is_checkpointed(tmp_path):
     assert public.resume(FakeFederation()) is None
 
 
-def test_harness_services_missing_from_a_bare_run_say_so():
-    with pytest.raises(MethodError, match="no validation clients"):
-        resources().validation_accuracy(object())
-    with pytest.raises(MethodError, match="cannot train downstream models"):
-        resources().train_downstream(["x"])
-    assert resources(validation_accuracy=lambda m: {"top1": 0.25}).validation_accuracy(object()) == {"top1": 0.25}
+def test_a_bare_run_has_no_selection_and_no_private_access():
+    from largefedbench.contract import selection_of
+
+    with pytest.raises(MethodError, match="no held-out data to select on"):
+        selection_of(FakeFederation())
+    public = resources()
+    for name in ("validation_accuracy", "validation_embeddings", "train_downstream", "public", "_fd"):
+        assert not hasattr(public, name)  # issue 60: model selection is fed.selection's, recorded
+    with pytest.raises(MethodError, match="no public corpus"):
+        PublicResources(models=None, seed=0).public_texts()
+
+
+def test_selection_records_every_choice():
+    sel = Selection(on="public", source="held-out", texts=["x"], tokenizer=None, embedder=None, training=None,
+                    new_downstream=None, seed=0)
+    sel.record(by="harness", what="downstream epoch", metric="top1", chosen=2, candidates=5)
+    assert sel.records() == [{"by": "harness", "what": "downstream epoch", "metric": "top1", "chosen": 2,
+                              "candidates": 5, "on": "public"}]
+    with pytest.raises(MethodError, match="select_on"):
+        Selection(on="validation", source="", texts=[], tokenizer=None, embedder=None, training=None,
+                  new_downstream=None, seed=0)
 
 
 def test_set_overrides_are_typed_from_the_config_fields():

@@ -185,10 +185,11 @@ def test_empty_cohorts_and_bad_input_get_clear_errors(split):
 #: everything public on a Federation: cohorts, the one door, the ε = ∞ reference's release, resume state, public
 #: counts, the ledger and costs, the noise-free and shuffled diagnostics' flags and the audit's hooks — nothing that returns
 #: per-client rows
-# door_seconds: wall seconds spent in private_sum (the rounds loop's server time is the rest), no client data
+# door_seconds: wall seconds spent in private_sum (the rounds loop's server time is the rest), no client data;
+# selection: model selection on held-out data (scores of a candidate, each choice recorded), no client rows
 PUBLIC_API = {"budget", "client_ids", "client_outputs", "clients_run_here", "clock", "costs", "door_seconds", "epoch",
               "everyone", "ledger", "load_state_dict", "n_clients", "noise_free", "on_release", "private_sum",
-              "release_without_noise", "releases", "round", "sample", "shuffle_releases", "state_dict"}
+              "release_without_noise", "releases", "round", "sample", "selection", "shuffle_releases", "state_dict"}
 
 
 def test_the_public_federation_api_has_no_per_client_row_method(split):

@@ -45,11 +45,12 @@ def test_a_stage_that_raises_still_counts_and_unknown_stages_are_refused():
 def test_a_resumed_job_reports_the_time_of_its_completed_rounds_not_only_its_last_process(tmp_path):
     """The method's seconds go through the round checkpoint: a kill and a resume count each completed round once;
     the resumed process's set-up before the checkpoint is loaded (redone work) is not counted again."""
-    import torch  # imported before the clock starts: save_round's first import would take a second
+    import torch  # noqa: F401 - imported before the clock starts: save_round's first import would take a second
     from test_federation_private_sum import small_split  # tests/ is on sys.path (rootdir conftest)
 
     from largefedbench.federation import Federation
     from largefedbench.rounds.checkpoints import load_round, save_round
+    from largefedbench.rounds.state_file import read_state, write_state
 
     clients, emb = small_split(20, seed=1)
     first = Federation(clients, embeddings=emb, seed=0)
@@ -57,24 +58,24 @@ def test_a_resumed_job_reports_the_time_of_its_completed_rounds_not_only_its_las
     with timing.stage("generation"):
         time.sleep(0.06)
     time.sleep(0.04)
-    save_round(tmp_path / "ckpt.pt", first, 0, {})
+    save_round(tmp_path / "ckpt.safetensors", first, 0, {})
     time.sleep(0.2)  # a round the kill interrupts: redone, so not counted
     resumed = Federation(clients, embeddings=emb, seed=0)
     resumed.clock.start()
     time.sleep(0.3)  # loading the models again before the checkpoint
-    load_round(tmp_path / "ckpt.pt", resumed)
+    load_round(tmp_path / "ckpt.safetensors", resumed)
     with timing.stage("sft"):
         time.sleep(0.05)
     seconds, stages = resumed.clock.seconds(), resumed.clock.stages()
     assert 0.15 <= seconds < 0.35
     assert stages["generation"] >= 0.06 and stages["sft"] >= 0.05 and stages["generation"] < 0.2
     assert sum(stages.values()) == pytest.approx(seconds, abs=2e-3)
-    saved = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    saved = read_state(tmp_path / "ckpt.safetensors", fix="")
     saved["clock"] = None  # a checkpoint written before the clock: counted from this process
-    torch.save(saved, tmp_path / "old.pt")
+    write_state(tmp_path / "old.safetensors", saved)
     old = Federation(clients, embeddings=emb, seed=0)
     old.clock.start()
-    load_round(tmp_path / "old.pt", old)
+    load_round(tmp_path / "old.safetensors", old)
     assert old.clock.before_seconds == 0.0 and old.clock.seconds() < 0.1
     old.load_state_dict(first.state_dict())  # a federation's state alone (DP-FTRL replays an epoch) leaves the clock
     assert old.clock.before_seconds == 0.0

@@ -28,18 +28,23 @@ from largefedbench.data.spans import SpanSettings, cut_spans
 from largefedbench.errors import InputError, LfbError
 
 PUBLIC_KINDS = ("generic", "c4", "split")
+HELD_OUT_FRACTION = 0.1  # --select-on public: the share of public documents held out for model selection
+NOT_METADATA = ("text", "spans", "n_spans", "n_tokens")  # a split record's columns that are its text, not metadata
 C4_DOCUMENTS = 20_000  # documents drawn from C4 for Omega, replay and the eps=0 checkpoint
 C4_SHUFFLE_BUFFER = 10_000
 
 
 @dataclass(frozen=True)
 class PublicCorpus:
-    """The public documents of one run, each as its spans; ``sha256`` identifies the span texts."""
+    """The public documents of one run, each as its spans; ``sha256`` identifies the span texts. ``metadata`` holds
+    each document's public fields where the corpus has any (``split``: the pre-window records' category, country,
+    chamber, …; empty for ``generic`` and ``c4``)."""
 
     kind: str
     source: str
     documents: tuple[tuple[str, ...], ...]
     sha256: str
+    metadata: tuple[dict[str, Any], ...] = ()
 
     @property
     def spans(self) -> list[str]:
@@ -75,7 +80,10 @@ def load_public_corpus(spec: str, fd, *, c4_documents: int = C4_DOCUMENTS, seed:
         if not docs:
             raise InputError(f"snapshot {fd.name} has no public (pre-window) records for --public split; build it with "
                              "--public-months >= 1, or use --public generic")
-        return _corpus("split", f"the pre-window records of snapshot {fd.name}", docs)
+        fields = [c for c in fd.public.table.column_names if c not in NOT_METADATA]
+        columns = {c: fd.public.column(c) for c in fields}
+        meta = tuple({c: columns[c][i] for c in fields} for i in range(len(docs)))
+        return _corpus("split", f"the pre-window records of snapshot {fd.name}", docs, meta)
     if kind == "generic":
         texts = read_generic(GENERIC_FILE)
         source = f"{GENERIC_FILE.name} (sha256 {file_sha256(GENERIC_FILE)[:16]}), written by {WRITER}"
@@ -91,13 +99,38 @@ def span_settings(manifest: dict[str, Any]) -> SpanSettings:
     return SpanSettings(**{k: span[k] for k in ("tokenizer", "span_tokens", "last_span_min_tokens") if k in span})
 
 
-def _corpus(kind: str, source: str, docs: list[tuple[str, ...]]) -> PublicCorpus:
+def _corpus(kind: str, source: str, docs: list[tuple[str, ...]], metadata: tuple[dict[str, Any], ...] = ()) -> PublicCorpus:
     digest = hashlib.sha256()
     for doc in docs:
         for span in doc:
             digest.update(span.encode("utf-8") + b"\x00")
         digest.update(b"\x01")
-    return PublicCorpus(kind, source, tuple(docs), digest.hexdigest())
+    return PublicCorpus(kind, source, tuple(docs), digest.hexdigest(), metadata)
+
+
+def held_out_slice(corpus: PublicCorpus, fraction: float = HELD_OUT_FRACTION) -> tuple[PublicCorpus, PublicCorpus]:
+    """``(training part, held-out part)`` of ``corpus`` for ``lfb eval --select-on public``: ``fraction`` of its
+    documents (at least one, and one is left to train on), drawn without replacement by a generator seeded with the
+    corpus's sha256 (the same slice for every seed and run on this corpus), whole documents, so no held-out span shares
+    a document with a span the methods or the downstream training see. Both parts keep the kind; their sources say
+    which part they are and their hashes are their own."""
+    import numpy as np
+
+    n = len(corpus.documents)
+    if n < 2:
+        raise InputError(f"--select-on public holds out part of the public corpus, but it has {n} document(s); use "
+                         "--select-on private or a larger --public corpus")
+    k = min(n - 1, max(1, round(fraction * n)))
+    rng = np.random.default_rng(int(corpus.sha256[:16], 16))
+    held = set(rng.choice(n, size=k, replace=False).tolist())
+    meta = corpus.metadata or ()
+
+    def part(keep: bool, what: str) -> PublicCorpus:
+        idx = [i for i in range(n) if (i in held) == keep]
+        return _corpus(corpus.kind, f"{corpus.source}; {what} (sha256 {corpus.sha256[:16]})",
+                       [corpus.documents[i] for i in idx], tuple(meta[i] for i in idx) if meta else ())
+
+    return part(False, f"less the held-out {fraction:.0%} of documents"), part(True, f"held-out {fraction:.0%} of documents")
 
 
 def c4_texts(path: str | None, n_documents: int, seed: int) -> tuple[list[str], str]:

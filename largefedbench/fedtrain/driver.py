@@ -98,7 +98,7 @@ def train_rounds(fed, public, server: Server, *, rounds: int, desc: str, first: 
     ``validate()`` scores the current weights (higher is better): before the first round (the record of round
     ``first - 1``), every ``eval_every`` rounds and after the last; the best weights are kept as ``loop.best``."""
     loop = RoundsLoop(fed, public, ServerState(), rounds=rounds, first=first, desc=desc,
-                      select="max" if validate is not None else None, fingerprint=fingerprint)
+                      select="max" if validate is not None else None, fingerprint=fingerprint, metric="top1")
     last = first + rounds - 1
 
     def scored(r: int) -> float:

@@ -1,17 +1,20 @@
 """The board as data: valid entries grouped by dataset, window, snapshot, profile and public resources (entries
 with different public resources have different references, so they are never ranked together), then ranked within
-matched privacy budgets (ε buckets). Unranked (fewer than three seeds) and possibly contaminated entries are
-kept in their own sections; invalid entries are left out and only counted."""
+matched privacy budgets (ε buckets) as far as their seeds support (ranks.py: rows the seeds cannot order share a
+range of ranks). Unranked (fewer than three seeds) and possibly contaminated entries are kept in their own sections;
+invalid entries are left out and only counted."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS, EntryReport
+from largefedbench.leaderboard.ranks import FLOOR, rank_ranges
 from largefedbench.leaderboard.schema import Entry, epsilon_value
 
 #: ε buckets: (label, upper bound); an entry goes to the first bucket whose bound is ≥ its ε
@@ -43,7 +46,8 @@ class Row:
     href: str  # the entry file, relative to the board folder
     notes: list[str]
     bucket: str = ""
-    rank: int | None = None
+    rank: int | None = None  # the first rank the seeds allow (ranks.py); rank_to the last
+    rank_to: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
     other_generator_only: bool = False  # its generator-only numbers are not its group's newest (marked with †)
     variant: str = ""  # the method settings that tell it from the group's other rows of its method ("k=v, …")
@@ -120,6 +124,19 @@ class Group:
                 "holds the newer runs; numbers compare only within a group.")
 
     @property
+    def hardware_note(self) -> str:
+        """Where the group's rows ran on more than one CPU or thread count: which, and what that means; else ""."""
+        cpus = Counter(cpu_text(r.entry) for r in self.rows)
+        threads = Counter(threads_text(r.entry) for r in self.rows)
+        if len(cpus) < 2 and len(threads) < 2:
+            return ""
+        mixed = [f"{what} ({'; '.join(f'{k}: {n} row' + 's' * (n > 1) for k, n in sorted(counts.items()))})"
+                 for what, counts in (("CPUs", cpus), ("thread counts", threads)) if len(counts) > 1]
+        return (f"Mixed hardware: this group's rows record several {' and several '.join(mixed)}. Minutes compare "
+                f"only between rows on the same CPU and threads, and another CPU or thread count alone moves a seed's top-1 "
+                f"by about {100 * FLOOR:.1f} points (the floor of the ranks).")
+
+    @property
     def newest(self) -> str:
         """When its newest entry was made."""
         return max((r.entry.created_at for r in self.rows), default="")
@@ -156,6 +173,21 @@ class Board:
         text = (f"{self.count('ranked')} ranked, {self.count('unranked')} unranked, "
                 f"{self.count('contaminated')} possibly contaminated")
         return text + "".join(f", {self.count(s)} {s}" for s in ("diagnostic", "declared") if self.count(s))
+
+
+def cpu_text(entry: Entry) -> str:
+    """The machine an entry ran on as the board names it: the CPU model, its native bf16 kernels where recorded, and
+    the GPU where there was one."""
+    hw = entry.environment.hardware or {}
+    text = str(hw.get("cpu") or "CPU not recorded")
+    text += f" ({hw['cpu_bf16'] or 'no native bf16'})" if "cpu_bf16" in hw else " (bf16 kernels not recorded)"
+    return text + (f" + {hw['gpu']}" if hw.get("gpu") else "")
+
+
+def threads_text(entry: Entry) -> str:
+    """The torch threads the entry's run used (``environment.hardware.torch_threads``), or "not recorded"."""
+    threads = (entry.environment.hardware or {}).get("torch_threads")
+    return str(threads) if threads is not None else "not recorded"
 
 
 def _sort_key(row: Row) -> tuple:
@@ -242,8 +274,9 @@ def build_board(reports: list[EntryReport]) -> Board:
         for status in SECTIONS:
             for bucket, rows in group.tables(status):
                 if status == "ranked" and bucket != REFERENCES:
-                    for i, row in enumerate(rows, 1):
-                        row.rank = i
+                    ranges = rank_ranges([r.entry.metrics.next_token_accuracy.top1.per_seed for r in rows])
+                    for row, (first, last) in zip(rows, ranges):
+                        row.rank, row.rank_to = first, last
     mark_superseded(list(groups.values()))
     ordered = sorted(groups.values(), key=lambda g: (g.synthetic, g.dataset, g.window, g.profile, g.public, g.content_sha256,
                                                      bool(g.superseded_by), g.public_model))

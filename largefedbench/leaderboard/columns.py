@@ -7,8 +7,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from largefedbench.leaderboard.board import REFERENCES, Row
-from largefedbench.leaderboard.reproduced import seeds_text
+from largefedbench.leaderboard.board import REFERENCES, Row, cpu_text
+from largefedbench.leaderboard.ranks import rank_text
+from largefedbench.leaderboard.reproduced import outside_seed_spread, seeds_text
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,30 @@ def noise_summary(row: Row) -> str:
     return "; ".join(parts) or "no release"
 
 
+#: the mark beside a row's rank: what `lfb leaderboard reproduce` found (the Reproduced column says more)
+REPRODUCTION_MARKS = {"ok": "✓", "failed": "✗", "none": "○"}
+REPRODUCTION_LEGEND = ("beside the rank, ✓: re-run by `lfb leaderboard reproduce` within tolerance, ✗: re-run "
+                       "outside it, ○: never re-run (or not since the entry changed)")
+
+
+def reproduction_state(row: Row) -> str:
+    """none, ok or failed: a record judged at an old fixed tolerance fails where today's rule would fail it."""
+    r = row.reproduction
+    if r is None:
+        return "none"
+    return "ok" if r.ok and not outside_seed_spread(r, row.entry) else "failed"
+
+
+def reproduction_mark(row: Row) -> str:
+    return REPRODUCTION_MARKS[reproduction_state(row)]
+
+
 def _rank(row: Row) -> str:
     if row.rank is not None:
-        return str(row.rank)
-    return "ref" if row.bucket == REFERENCES else "–"
+        text = rank_text(row.rank, row.rank_to if row.rank_to is not None else row.rank)
+    else:
+        text = "ref" if row.bucket == REFERENCES else "–"
+    return f"{text} {reproduction_mark(row)}"
 
 
 def _cost(name: str) -> Callable[[Row], float | None]:
@@ -68,11 +89,25 @@ def _cost(name: str) -> Callable[[Row], float | None]:
 def _reproduced(row: Row) -> str:
     r = row.reproduction
     if r is None:
-        return "–"
+        return "not re-run"
     tol = r.tolerances
     which = "" if r.seeds is None else f" · {seeds_text(r.seeds)} of {len(row.entry.seeds)}"
-    return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'}{which} · {r.day} · acc ±{tol.get('accuracy', 0):g}, "
-            f"ε {tol.get('epsilon_relative', 0):g} rel.")
+    acc = (f"±{tol['accuracy']:g}" if "accuracy" in tol else  # a fixed tolerance (every record before issue 60)
+           f"±{tol.get('accuracy_spread_sds', 0):g} SD of seeds, ≥ {100 * tol.get('accuracy_floor', 0):g} pt")
+    now = outside_seed_spread(r, row.entry)
+    later = f" · NO by the seed spread ({now} outside)" if now else ""
+    return (f"{'yes' if r.ok else f'NO ({r.failed} outside)'}{which} · {r.day} · acc {acc}, "
+            f"ε {tol.get('epsilon_relative', 0):g} rel.{later}")
+
+
+def _minutes(row: Row, whole: bool) -> float:
+    """Minutes per seed (mean over seeds): the method's, or the whole seed's (method + downstream and evaluation)."""
+    c = row.entry.costs
+    return (c.method_seconds + (c.downstream_seconds if whole else 0.0)) / 60
+
+
+def _threads(row: Row) -> int | None:
+    return (row.entry.environment.hardware or {}).get("torch_threads")
 
 
 def _audited(row: Row) -> float | None:
@@ -120,8 +155,18 @@ def _gain_text(row: Row) -> str:
     return text + (f" {OTHER_GENERATOR_ONLY}" if row.other_generator_only else "")
 
 
+def _selected_on(row: Row) -> str:
+    private = row.entry.selected_on_private
+    if private is None:
+        return "private?"  # before issue 60: every choice made was on the validation clients, unrecorded
+    return "private" if private else "public" if row.entry.select_on == "public" else "–"
+
+
 COLUMNS: tuple[Column, ...] = (
-    Column("rank", "#", "rank by mean top-1 accuracy within the ε bucket", lambda r: r.rank, _rank),
+    Column("rank", "#", "rank within the ε bucket as far as the seeds support it: 1 + the rows significantly better "
+           "(mean top-1 more than the floor higher and Welch's 95 % interval above 0), to the rows not significantly "
+           f"worse; a range (2–4) where the seeds do not order the rows; {REPRODUCTION_LEGEND}",
+           lambda r: r.rank, _rank),
     Column("method", "Method", "method name and version; where the group runs a method in more than one "
            "configuration, the settings that differ", lambda r: r.label,
            lambda r: f"{r.entry.method.name} {r.entry.method.version}" + (f" [{r.variant}]" if r.variant else ""),
@@ -134,6 +179,10 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: f"{r.entry.privacy.delta:.0e}" if r.entry.privacy.delta else "0"),
     Column("accountant", "Accountant", "the accountant ε was computed with", lambda r: r.entry.privacy.accountant,
            lambda r: r.entry.privacy.accountant, numeric=False),
+    Column("selected_on", "Selected on", "what the kept epoch or round was chosen on: private (the validation "
+           "clients, read without noise and outside ε; private? where the entry predates the record), public (a "
+           "held-out public slice, `lfb eval --select-on public`) or – (no choice made)", _selected_on,
+           _selected_on, numeric=False),
     Column("top1", "Top-1 acc. %", "next-token accuracy on the test clients: mean ± sample std over seeds",
            lambda r: r.top1, lambda r: _pct(r.top1, r.entry.metrics.next_token_accuracy.top1.std)),
     Column("top3", "Top-3 acc. %", "top-3 next-token accuracy: mean ± std over seeds",
@@ -166,14 +215,29 @@ COLUMNS: tuple[Column, ...] = (
     Column("client_s", "Client s /client/round", "client compute seconds per client per round (POPri Table 2)",
            _cost("client_seconds_per_client_per_round"),
            lambda r: _num(r.entry.costs.client_seconds_per_client_per_round)),
-    Column("server_s", "Server s /round", "server compute seconds per round (POPri Table 2)",
+    Column("server_s", "Server s /round", "server compute seconds per round (POPri Table 2): each round's wall time "
+           "less the clients' side, with the server work a method runs after its last round (e.g. choosing the "
+           "lowest-FID state) in the last round's; a final synthetic set generated after the rounds is not recorded "
+           "apart by the entries, so it is not in here (it is in Method min /seed)",
            _cost("server_seconds_per_round"), lambda r: _num(r.entry.costs.server_seconds_per_round)),
     Column("rounds", "Rounds", "federated rounds", lambda r: r.entry.costs.rounds, lambda r: str(r.entry.costs.rounds)),
+    Column("method_min", "Method min /seed", "minutes the method ran per seed, mean over seeds (rounds, generation, "
+           "everything before its artifact; a resumed seed counts each completed round once)",
+           lambda r: _minutes(r, False), lambda r: f"{_minutes(r, False):.3g}"),
+    Column("seed_min", "Seed min", "minutes per seed, mean over seeds: the method, then the downstream training on "
+           "its artifact and the evaluation (the references and model loads, shared by seeds, are not in here)",
+           lambda r: _minutes(r, True), lambda r: f"{_minutes(r, True):.3g}"),
+    Column("threads", "Threads", "torch threads the run used (environment.hardware.torch_threads)", _threads,
+           lambda r: "–" if _threads(r) is None else str(_threads(r))),
+    Column("cpu", "CPU", "the CPU model the run recorded and its native bf16 kernels (no native bf16: emulated, "
+           "much slower); a GPU where there was one", lambda r: cpu_text(r.entry), lambda r: cpu_text(r.entry),
+           numeric=False),
     Column("seeds", "Seeds", "number of seeds (ranking needs at least three)", lambda r: len(r.entry.seeds),
            lambda r: str(len(r.entry.seeds))),
     Column("reproduced", "Reproduced", "re-run by `lfb leaderboard reproduce`: whether every number landed within "
            "tolerance, which seeds when not all (a spot check), when, and the accuracy and ε tolerances (the record "
-           "is beside the entry)",
+           "is beside the entry); a record judged at an old fixed accuracy tolerance also says how many of its "
+           "accuracies lie outside today's rule (2 SD of the entry's seeds, at least 0.2 points)",
            lambda r: r.reproduction.reproduced_at if r.reproduction else "", _reproduced, numeric=False),
     Column("entry", "Entry", "the entry file (all numbers, the ledgers, the environment)", lambda r: r.entry.entry_id,
            lambda r: r.entry.entry_id, numeric=False),

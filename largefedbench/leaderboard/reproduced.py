@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from largefedbench.leaderboard.check_paths import check_paths
 from largefedbench.leaderboard.files import RECORD_SUFFIX, EntryFile, UnsafePathError, read_entry_json
 from largefedbench.leaderboard.findings import Finding, error, note
+from largefedbench.leaderboard.ranks import spread_tolerance
 
 SUFFIX = RECORD_SUFFIX
 FORMAT = "lfb-reproduction/1"
@@ -59,7 +60,9 @@ class ReproductionRecord(_Strict):
     entry_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     reproduced_at: str  # UTC, ISO 8601
     ok: bool
-    tolerances: dict[str, float]  # accuracy, gap_closed, fid_relative (absolute, absolute, relative); epsilon_relative
+    #: accuracy (fixed, absolute; every record before issue 60) or accuracy_spread_sds and accuracy_floor (the
+    #: entry's seed spread, run/reproduce.py), gap_closed, fid_relative, audit_epsilon, epsilon_relative
+    tolerances: dict[str, float]
     comparisons: list[RecordedComparison] = Field(min_length=1)
     notes: list[str]
     seconds: float = Field(ge=0.0, allow_inf_nan=False)
@@ -113,9 +116,11 @@ def build_record(result: Any, entry_path: Path, *, tolerances: Any, seconds: flo
     data = {
         "format": FORMAT, "entry_id": result.entry_id, "entry_sha256": file_sha256(entry_path),
         "reproduced_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "ok": result.ok,
-        "tolerances": {"accuracy": tolerances.accuracy, "gap_closed": tolerances.gap_closed,
-                       "fid_relative": tolerances.fid_relative, "audit_epsilon": tolerances.audit_epsilon,
-                       "epsilon_relative": EPSILON_RTOL},
+        "tolerances": {**({"accuracy": tolerances.accuracy} if tolerances.accuracy is not None else
+                          {"accuracy_spread_sds": tolerances.accuracy_spread_sds,
+                           "accuracy_floor": tolerances.accuracy_floor}),
+                       "gap_closed": tolerances.gap_closed, "fid_relative": tolerances.fid_relative,
+                       "audit_epsilon": tolerances.audit_epsilon, "epsilon_relative": EPSILON_RTOL},
         "comparisons": [{"metric": c.metric, "entry": _json_number(c.entry), "reproduced": _json_number(c.reproduced),
                          "tolerance": c.tolerance, "ok": c.ok} for c in result.comparisons],
         "notes": list(result.notes), "seconds": float(seconds),
@@ -129,6 +134,23 @@ def build_record(result: Any, entry_path: Path, *, tolerances: Any, seconds: flo
 
 
 _COMPARED_SEED = re.compile(r", seed (-?\d+)$")
+_ACCURACY = re.compile(r"^(next_token_accuracy|reference_public|reference_non_private)\.(top[135]), seed -?\d+$")
+
+
+def outside_seed_spread(record: ReproductionRecord, entry: Any) -> int:
+    """How many accuracies of a record judged at one fixed tolerance (every record before issue 60) lie outside
+    today's rule, the entry's own seed spread with its floor (:func:`~.ranks.spread_tolerance`); 0 for a record
+    judged by that rule already."""
+    if "accuracy" not in record.tolerances:
+        return 0
+    outside = 0
+    for c in record.comparisons:
+        m = _ACCURACY.match(c.metric)
+        if m is None or not isinstance(c.entry, float) or not isinstance(c.reproduced, float):
+            continue
+        per_seed = getattr(getattr(entry.metrics, m.group(1)), m.group(2)).per_seed
+        outside += abs(c.reproduced - c.entry) > spread_tolerance(per_seed)
+    return outside
 
 
 def _check_seeds(record: ReproductionRecord, entry: Any, name: str, where: str) -> list[Finding]:

@@ -12,7 +12,7 @@ import re
 import warnings
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from largefedbench.errors import InputError
 
@@ -48,13 +48,23 @@ class _Strict(BaseModel):
         return getattr(self, key)
 
 
+class RepositorySection(_Strict):
+    """A plug-in's source checkout (or ``pip install git+URL@COMMIT``) when the entry was made."""
+
+    url: str | None  # the git remote (credentials dropped); None: no remote others can reach
+    commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
+    dirty: bool  # the method's files differed from the commit
+
+
 class MethodSection(_Strict):
     name: str = Field(pattern=ID_PATTERN)
-    version: str
-    source: str  # "built-in" or the distribution that registered it
+    version: str  # a plug-in's: its distribution's version
+    source: str  # "built-in", or a plug-in's module
     target: str  # "module:Class"
     paper: str
     output: Literal["synthetic text", "model"]
+    distribution: str | None = None  # a plug-in's installed distribution (entries before issue 63 have none)
+    repository: RepositorySection | None = None
 
 
 class WindowSection(_Strict):
@@ -160,6 +170,39 @@ class PublicSection(_Strict):
     documents: int = Field(ge=1)
     spans: int = Field(ge=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+SelectOn = Literal["private", "public"]
+
+
+class SelectionRecord(_Strict):
+    """One choice made on held-out data: ``chosen`` (an epoch or a round) among ``candidates`` by ``metric``."""
+
+    by: Literal["harness", "method"]  # the harness (the downstream epoch) or the method (a round's state)
+    what: str = Field(min_length=1)  # "downstream epoch", "round of <the rounds loop>"
+    metric: str = Field(min_length=1)  # "top1" (next-token accuracy), "fid", …
+    chosen: int
+    candidates: int = Field(ge=1)
+    on: SelectOn
+
+
+class SelectionSection(_Strict):
+    """Model selection (issue 60 item 7): what every choice was made on — ``private``, the validation clients, read
+    without noise and outside the ledger, or ``public``, a held-out slice of the public corpus (``lfb eval
+    --select-on public``) — and each seed's choices. Absent in entries made before it was recorded (they selected on
+    the validation clients)."""
+
+    on: SelectOn
+    held_out: str = Field(min_length=1)  # what the held-out texts were (the validation spans, or the public slice)
+    per_seed: list[list[SelectionRecord]]
+
+    @model_validator(mode="after")
+    def _records_on_the_same_data(self) -> SelectionSection:
+        for records in self.per_seed:
+            for rec in records:
+                if rec.on != self.on:
+                    raise ValueError(f"a choice made on {rec.on} data in an entry that selects on {self.on} data")
+        return self
 
 
 class CostsSection(_Strict):
@@ -280,6 +323,28 @@ class Entry(_Strict):
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
     declared: DeclaredSection | None = None  # `lfb eval --synthetic` entries only
     public: PublicSection | None = None  # absent in entries made before issue 25: the snapshot's public split
+    selection: SelectionSection | None = None  # absent in entries made before issue 60: selected on validation clients
+
+    @model_validator(mode="after")
+    def _selection_per_seed(self) -> Entry:
+        if self.selection is not None and len(self.selection.per_seed) != len(self.seeds):
+            raise ValueError(f"selection.per_seed has {len(self.selection.per_seed)} seeds' choices for "
+                             f"{len(self.seeds)} seeds")
+        return self
+
+    @property
+    def select_on(self) -> str:
+        """What model selection ran on: ``private`` (the validation clients; every entry before issue 60) or
+        ``public`` (a held-out public slice)."""
+        return self.selection.on if self.selection is not None else "private"
+
+    @property
+    def selected_on_private(self) -> bool | None:
+        """Did a choice (an epoch, a round) read the validation clients without noise? None where the entry predates
+        the record (it selected on them wherever a choice was made: every synthetic-text method's epoch)."""
+        if self.selection is None:
+            return None
+        return self.selection.on == "private" and any(self.selection.per_seed)
 
     @property
     def public_kind(self) -> str:

@@ -170,8 +170,13 @@ def npy_row_blocks(path: Path, block_bytes: int) -> Iterator[np.ndarray]:
 def corpus_embeddings(corpus, embedder, embedder_id: str, *, root: Path | str | None = None, batch_size: int = 64,
                       progress: bool = True) -> np.ndarray:
     """Unit embeddings of every span of a public corpus (``corpus.spans`` order), cached by its kind and hash."""
-    path = home_root(root) / "embeddings" / _slug(embedder_id) / f"public-{corpus.kind}-{corpus.sha256[:16]}.npy"
-    return cached_embeddings(corpus.spans, embedder, path, batch_size=batch_size, progress=progress)
+    return cached_embeddings(corpus.spans, embedder, corpus_embedding_path(corpus, embedder_id, root),
+                             batch_size=batch_size, progress=progress)
+
+
+def corpus_embedding_path(corpus, embedder_id: str, root: Path | str | None = None) -> Path:
+    """Where the embeddings of a public corpus's spans by ``embedder_id`` are cached (by its kind and hash)."""
+    return home_root(root) / "embeddings" / _slug(embedder_id) / f"public-{corpus.kind}-{corpus.sha256[:16]}.npy"
 
 
 def cached_embeddings(spans: list[str], embedder, path: Path, *, batch_size: int = 64, progress: bool = True) -> np.ndarray:

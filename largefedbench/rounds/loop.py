@@ -35,7 +35,7 @@ from largefedbench.errors import InputError, MethodError
 from largefedbench.rounds.checkpoints import checkpoint_name
 from largefedbench.rounds.records import releases_of
 
-__all__ = ["Best", "RoundsLoop"]
+__all__ = ["Best", "RoundsLoop", "selection_of"]
 
 S = TypeVar("S")
 
@@ -47,17 +47,19 @@ class Best:
     score: float = math.nan
     round: int | None = None
     weights: Any = None
+    offers: int = 0  # candidates offered so far (a checkpoint before issue 60 has none: 0)
 
 
 class RoundsLoop(Generic[S]):
     """Rounds ``first … first + rounds - 1`` of a method whose resumable state is the dataclass ``state``.
 
-    ``select`` is how :meth:`offer` ranks validation scores: "max" (accuracy), "min" (FID) or None (no selection).
+    ``select`` is how :meth:`offer` ranks validation scores: "max" (accuracy), "min" (FID) or None (no selection);
+    ``metric`` names the score for the entry's record of the choice (``fed.selection``, when the run has one).
     Constructing the loop resumes an interrupted run (``resumed`` says whether it did)."""
 
     def __init__(self, fed, public, state: S, *, rounds: int, desc: str, first: int = 0,
                  select: Literal["max", "min"] | None = None, fingerprint: dict[str, Any] | None = None,
-                 stage: str | None = None) -> None:
+                 stage: str | None = None, metric: str | None = None) -> None:
         if not dataclasses.is_dataclass(state) or isinstance(state, type):
             raise MethodError(f"a rounds loop keeps its state in a dataclass instance, got {type(state).__name__}")
         if rounds < 0:
@@ -66,10 +68,14 @@ class RoundsLoop(Generic[S]):
             raise MethodError(f"select={select!r}; choose 'max', 'min' or None")
         self.fed, self.public, self.state, self.desc, self.stage = fed, public, state, desc, stage
         self.rounds, self.select, self.fingerprint = range(first, first + rounds), select, fingerprint
+        self.metric = metric or f"score ({select} kept)"
         self.history: list[dict[str, Any]] = []
         self.best = Best()
         self.next_round = first
         self.resumed = self._resume()
+        selection = getattr(fed, "selection", None)
+        if select is not None and selection is not None:
+            selection.watch(self)  # the entry records the choice this loop makes
 
     def _resume(self) -> bool:
         resumed = self.public.resume(self.fed, self.stage)
@@ -129,7 +135,8 @@ class RoundsLoop(Generic[S]):
 
     def _checkpoint(self, r: int) -> None:
         state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}
-        best = {"score": self.best.score, "round": self.best.round, "weights": self.best.weights}
+        best = {"score": self.best.score, "round": self.best.round, "weights": self.best.weights,
+                "offers": self.best.offers}
         self.public.save_round(self.fed, r, {"fingerprint": self.fingerprint, "state": state, "history": self.history,
                                              "best": best}, self.stage)
         self.next_round = r + 1
@@ -139,12 +146,22 @@ class RoundsLoop(Generic[S]):
         nothing is kept yet); True if kept."""
         if self.select is None:
             raise MethodError("this rounds loop selects nothing: give select='max' or 'min'")
-        best = self.best.score
+        best, offers = self.best.score, self.best.offers + 1
         if self.best.round is None or (math.isfinite(score) and
                                        (not score >= best if self.select == "min" else not score <= best)):
-            self.best = Best(float(score), int(round_index), weights)
+            self.best = Best(float(score), int(round_index), weights, offers)
             return True
+        self.best.offers = offers
         return False
+
+    def selection_record(self) -> dict[str, Any] | None:
+        """The choice this loop made (its kept round among the candidates offered, by :attr:`metric`), or None
+        when nothing was offered."""
+        if self.select is None or self.best.round is None:
+            return None
+        what = f"round of {self.desc}" + (f" ({self.stage})" if self.stage else "")
+        return {"by": "method", "what": what, "metric": self.metric, "chosen": int(self.best.round),
+                "candidates": int(self.best.offers)}
 
 
 @dataclasses.dataclass
@@ -159,3 +176,13 @@ def _door_seconds(fed) -> float:
 def _redone_seconds(fed) -> float:
     clock = getattr(fed, "clock", None)  # a test's stand-in federation may have none
     return 0.0 if clock is None else float(clock.redone_seconds)
+
+
+def selection_of(fed):
+    """``fed.selection`` (``contract.Selection``: model selection on held-out data, every choice recorded), or a
+    clear error where the run has none (a bare federation)."""
+    selection = getattr(fed, "selection", None)
+    if selection is None:
+        raise MethodError("this run has no held-out data to select on (fed.selection is unset): model selection runs "
+                          "under lfb eval, which sets it (--select-on private|public)")
+    return selection

@@ -167,6 +167,9 @@ class Audit:
             embeddings = SpanEmbeddings(vectors, np.concatenate([[0], np.cumsum(split.span_counts())]))
         fed = Federation(split, seed=seed, embeddings=embeddings, noise_free=ev.prep.request.noise_free,
                          executor=getattr(ev, "executor", None))
+        make_selection = getattr(ev, "selection", None)  # model selection as in lfb eval (a test's stand-in: none)
+        if make_selection is not None:
+            fed.selection = make_selection(seed)
         if plan.kind == "update":
             fed.client_outputs = plan.federation_hook(self._clip)
         elif plan.pool and embeddings is not None:  # canaries scored against every noised sum the method releases

@@ -25,7 +25,8 @@ def command_for(prep: Prepared) -> str:
                            "--made-with", r.made_with, "--dataset", dataset, "--profile", prep.profile.name,
                            "--seeds", ",".join(map(str, r.seeds)), "--epsilon", f"{prep.budget.epsilon:g}",
                            "--delta", f"{prep.budget.delta:g}"]
-                          + (["--public", prep.public_spec.partition(":")[0]] if prep.public_spec != prep.profile.public else []))
+                          + (["--public", prep.public_spec.partition(":")[0]] if prep.public_spec != prep.profile.public else [])
+                          + (["--select-on", r.select_on] if r.select_on != "private" else []))
     # a published command names no folder of this machine: a file method by its file name, a snapshot by its name
     file, _, cls = r.method.rpartition(":")
     method = f"{Path(file).name}:{cls}" if file and _names_a_folder(file) else r.method
@@ -40,6 +41,8 @@ def command_for(prep: Prepared) -> str:
         parts.append("--shuffled-releases")
     if prep.public_spec != prep.profile.public:  # a local C4 path is this machine's: the command names the kind
         parts += ["--public", prep.public_spec.partition(":")[0]]
+    if r.select_on != "private":
+        parts += ["--select-on", r.select_on]
     for k, v in sorted(r.overrides.items()):
         parts += ["--set", f"{k}={v}"]
     return shlex.join(parts)

@@ -27,6 +27,7 @@ from largefedbench.leaderboard.schema import (
     PrivacySection,
     PublicSection,
     RunConfig,
+    SelectionSection,
     Stat,
     UnitStat,
     WindowNovelSection,
@@ -53,11 +54,11 @@ SPLITS = ("train", "validation", "test", "public")
 def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_public: dict[str, float],
                 reference_non_private: list[dict[str, float]], wall_seconds: float, command: str,
                 audit: dict[str, Any] | None = None, reference_generator_only: list[dict[str, float]] | None = None,
-                novel: dict[str, Any] | None = None) -> Entry:
+                novel: dict[str, Any] | None = None, held_out: str | None = None) -> Entry:
     """The run's :class:`Entry` (each section validated as it is made). ``reference_public`` is the ε = 0 model's
     test accuracy, ``reference_non_private`` the ε = ∞ model's per seed, ``reference_generator_only`` the no-signal
     row's per seed (synthetic-text methods); ``novel`` describes the window-novel tokens; ``audit`` an ``lfb audit``
-    run's section."""
+    run's section; ``held_out`` what model selection ran on (the selection section: every seed's choices)."""
     from largefedbench.environment import peak_memory_mb
     from largefedbench.paths import lfb_home
 
@@ -74,6 +75,11 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         from largefedbench.run.declared import as_info
 
         sections["declared"] = DeclaredSection(**as_info(method, prep.request.made_with))
+    select_on = getattr(prep.request, "select_on", "private")
+    if held_out is not None and (select_on != "private" or all(r.selections is not None for r in results)):
+        # seeds stored before choices were recorded leave the section out (they selected on the validation clients)
+        sections["selection"] = SelectionSection(on=select_on, held_out=held_out,
+                                                 per_seed=[r.selections or [] for r in results])
     corpus = getattr(bundle, "public_corpus", None)
     if corpus is not None and corpus.kind != "split":  # entries on the public split read as before
         sections["public"] = PublicSection(**corpus.describe())
@@ -82,7 +88,7 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         entry_id=prep.entry_id,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         method=MethodSection(name=method.name, version=method.version, source=method.source, target=method.target,
-                             paper=method.cls.paper, output=method.cls.output),
+                             paper=method.cls.paper, output=method.cls.output, **_provenance(method)),
         dataset=_dataset(prep.fd),
         contamination=_contamination(prep, bundle),
         privacy=PrivacySection(epsilon=epsilon_json(max(eps)), delta=prep.budget.delta, unit="user",
@@ -101,6 +107,16 @@ def build_entry(prep: Prepared, bundle, results: list[SeedResult], *, reference_
         history=[r.history for r in results],
         **sections,
     )
+
+
+def _provenance(method) -> dict[str, Any]:
+    """A plug-in's distribution and source checkout (run/provenance.py); nothing for built-in and declared methods."""
+    if method.source in ("built-in", "declared"):
+        return {}
+    from largefedbench.run.provenance import method_provenance
+
+    found = method_provenance(method.cls.__module__)
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _environment(results: list[SeedResult], executor: str, device) -> EnvironmentSection:

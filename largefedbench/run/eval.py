@@ -65,6 +65,7 @@ class EvalRequest:
     noise_free: bool = False  # the diagnostic: calibrated for ε, released with σ = 0 (ε = ∞ recorded), never ranked
     shuffled_releases: bool = False  # the control: every noised sum permuted before the method sees it, never ranked
     public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
+    select_on: str = "private"  # model selection (epochs, rounds) on the validation clients or a held-out public slice
     synthetic: Path | None = None  # score this file's texts (declared privacy) instead of running ``method``
     made_with: str | None = None  # with ``synthetic``: the tool that made the texts, as the entry states it
     progress: bool = True
@@ -232,6 +233,11 @@ def prepare(request: EvalRequest) -> Prepared:
         budget = _budget_for(method_cls, request.epsilon, request.delta)
     if request.noise_free and request.shuffled_releases:
         raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
+    from largefedbench.contract import SELECT_ON
+
+    if request.select_on not in SELECT_ON:
+        raise InputError(f"--select-on {request.select_on!r}: choose private (the validation clients, as every entry "
+                         "before it) or public (a held-out tenth of the public corpus, which no training sees)")
     if (request.noise_free or request.shuffled_releases) and getattr(method_cls, "fixed_epsilon", None) is not None:
         flag, what = (("--noise-free", "noise-free diagnostic is for private methods (it removes their noise)")
                       if request.noise_free else
@@ -262,6 +268,8 @@ def prepare(request: EvalRequest) -> Prepared:
         key["declared"] = {"label": method.name, "made_with": request.made_with}
     if public_kind != "split":  # likewise: entries made on the snapshot's public split keep their ids
         key["public"] = public_kind
+    if request.select_on != "private":  # likewise: entries selecting on the validation clients keep their ids
+        key["select_on"] = request.select_on
     shipped = shipped_public_model(profile, public_kind)
     if shipped is not None:  # a shipped ε = 0 model: these entries are not those made on a checkpoint pretrained here
         key["public_model"] = shipped
@@ -334,7 +342,7 @@ def run_eval(request: EvalRequest, *, log: Callable[[str], None] | None = None, 
                         reference_generator_only=generator_only or None, novel=ev.novel.describe(),
                         wall_seconds=time.perf_counter() - start - in_seeds + sum(map(_seed_wall, results)),
                         command=prep.request.command or command_for(prep),
-                        audit=section)
+                        audit=section, held_out=ev.held_out_description)
     from largefedbench.evaluation.plots import write_entry_plots
 
     plots = write_entry_plots(entry.to_json(), prep.run_dir, prep.entry_path,

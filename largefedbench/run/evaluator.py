@@ -5,6 +5,7 @@ non-private``) stores its rows for later runs."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -17,7 +18,8 @@ import numpy as np
 
 from largefedbench import __version__
 from largefedbench.config_overrides import config_to_dict
-from largefedbench.contract import PublicResources
+from largefedbench.contract import PublicResources, Selection
+from largefedbench.data.public_corpus import held_out_slice
 from largefedbench.io import atomic_write_json
 from largefedbench.paths import lfb_home
 from largefedbench.privacy import PrivacyBudget
@@ -44,6 +46,10 @@ class Evaluator:
         self.test_texts = fd.test.all_spans()
         self.training = prep.profile.downstream_training
         self._novel = None
+        self.select_on = getattr(prep.request, "select_on", "private")
+        corpus = bundle.public_corpus
+        # --select-on public: a held-out slice of the public corpus selects; the methods and replay get the rest
+        self.public_corpus, self.held_out = (held_out_slice(corpus) if self.select_on == "public" else (corpus, None))
 
     def accuracy(self, model, texts: list[str], targets=None) -> dict[str, float]:
         from largefedbench.evaluation import next_token_accuracy
@@ -78,34 +84,52 @@ class Evaluator:
     def validation_counts(self) -> np.ndarray:
         return self.token_counts(self.validation_texts)
 
+    @property
+    def held_out_description(self) -> str:
+        """What model selection runs on, as the entry states it."""
+        if self.held_out is None:
+            return f"the validation clients' spans ({len(self.validation_texts)}), read without noise"
+        return f"{self.held_out.source}: {self.held_out.n_spans} spans, never trained on"
+
     def replay_texts(self, n_texts: int, seed: int) -> list[str]:
-        """The public spans mixed into a fine-tuning set of ``n_texts`` texts: ``public_replay`` × ``n_texts`` of them
-        (at most the whole public split), drawn without replacement by ``seed``; none for an empty set."""
-        if not (n_texts and self.training.public_replay):
-            return []
-        pool = self.bundle.public_corpus.spans
-        k = min(len(pool), round(self.training.public_replay * n_texts))
-        picked = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).choice(len(pool), size=k, replace=False)
-        return [pool[i] for i in sorted(picked)]
+        """The public spans mixed into a fine-tuning set of ``n_texts`` texts (:meth:`Selection.replay`)."""
+        return self.selection(seed).replay(n_texts, seed)
 
-    def fine_tune(self, texts: list[str], seed: int):
-        """The ε = 0 downstream model fine-tuned on ``texts`` and the public replay, at its best validation epoch
-        (:class:`~largefedbench.evaluation.downstream.DownstreamResult`)."""
-        from largefedbench.evaluation import train_downstream
+    def selection(self, seed: int) -> Selection:
+        """Model selection for ``seed`` (``fed.selection``): on the validation clients (``--select-on private``) or
+        on the held-out public slice (``public``); the public replay is drawn from the methods' part of the corpus."""
+        from largefedbench.models.embedder import corpus_embedding_path, embedding_cache_path
 
-        texts = list(texts) + self.replay_texts(len(texts), seed)
-        return train_downstream(self.bundle.new_downstream(), self.bundle.tokenizer, texts, self.validation_texts,
-                                seed=seed, progress=self.prep.request.progress, **self.training.as_kwargs())
+        b = self.bundle
+        if self.held_out is None:
+            on, texts, source = "private", self.validation_texts, "the validation clients' spans"
+            cache = embedding_cache_path(self.prep.fd, "validation", b.embedder_id, b.root)
+        else:
+            on, texts, source = "public", self.held_out.spans, self.held_out.source
+            cache = corpus_embedding_path(self.held_out, b.embedder_id, b.root)
+        return Selection(on=on, source=source, texts=texts, tokenizer=b.tokenizer, embedder=b.embedder,
+                         training=self.training, new_downstream=b.new_downstream, seed=seed,
+                         replay_pool=self.public_corpus.spans, embeddings_cache=cache,
+                         progress=self.prep.request.progress)
+
+    def fine_tune(self, texts: list[str], seed: int, selection: Selection | None = None):
+        """The ε = 0 downstream model fine-tuned on ``texts`` and the public replay, at its best epoch on the held-out
+        texts (:class:`~largefedbench.evaluation.downstream.DownstreamResult`); ``selection`` records the choice."""
+        selection = selection or self.selection(seed)
+        return selection.fine_tune(texts, seed, progress=self.prep.request.progress)
 
     def train_on(self, texts: list[str], seed: int):
         return self.fine_tune(texts, seed).model
 
     def public_resources(self, seed: int, run_dir: Path | None) -> PublicResources:
-        return PublicResources(
-            fd=self.prep.fd, models=self.bundle, seed=seed, run_dir=run_dir, progress=self.prep.request.progress,
-            validation_accuracy=lambda m: self.accuracy(m, self.validation_texts),
-            train_downstream=lambda texts: self.train_on(texts, seed), corpus=self.bundle.public_corpus,
-        )
+        """What the method gets besides the federation: the public corpus (less the held-out slice under
+        ``--select-on public``), the models and the seed; nothing of the snapshot but its name, window and hash."""
+        models = self.bundle
+        if self.held_out is not None:  # the bundle names its corpus too: the method's copy names the methods' part
+            models = copy.copy(self.bundle)
+            models.public_corpus = self.public_corpus
+        return PublicResources(models=models, seed=seed, run_dir=run_dir, progress=self.prep.request.progress,
+                               corpus=self.public_corpus, snapshot=self.prep.fd.manifest)
 
     @property
     def executor(self):
@@ -130,9 +154,11 @@ class Evaluator:
             else:
                 vectors = self.bundle.span_embeddings(self.prep.fd, "train", progress=self.prep.request.progress)
             embeddings = SpanEmbeddings(vectors, offsets)
-        return Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self.executor,
-                          noise_free=self.prep.request.noise_free,
-                          shuffle_releases=self.prep.request.shuffled_releases)
+        fed = Federation(self.prep.fd.train, seed=seed, embeddings=embeddings, executor=self.executor,
+                         noise_free=self.prep.request.noise_free,
+                         shuffle_releases=self.prep.request.shuffled_releases)
+        fed.selection = self.selection(seed)
+        return fed
 
     # references, cached per (snapshot, public corpus, profile models, downstream training, config, seed, the code)
     def _reference_path(self, name: str, seed: int | None, config: dict[str, Any] | None = None) -> Path:
@@ -144,6 +170,8 @@ class Evaluator:
                "code": reference_code_fingerprint(name)}
         if corpus.kind != "split":
             key["public"] = corpus.sha256
+        if self.select_on != "private":  # only when set, so rows cached before --select-on keep their keys
+            key["select_on"] = self.select_on
         if config is not None:  # the generator-only row: also the generator's weights and the dtype it samples in
             from largefedbench.models.precision import generation_dtype
 

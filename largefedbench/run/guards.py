@@ -3,12 +3,12 @@
 The Federation's public API enforces the rest: nothing public returns per-client rows (client data leaves only as
 ``private_sum``'s noised sums), so the one thing left to watch is a method reaching around it through the
 federation's private attributes (``fed._clients``, ``fed._embeddings``, ``fed._store`` and the client store's
-attributes, e.g. ``fed._store.spans``) or the snapshot. Reads by the federation, its client views and executors
+attributes, e.g. ``fed._store.spans``); the snapshot is out of reach (``PublicResources`` holds public data only,
+issue 60). Reads by the federation, its client views and executors
 (``private_sum``'s chunks, locally or on Ray workers) are the legitimate ones; client functions see their own
 clients through the views they are given.
 
-They catch the accidental leak (a method that reads ``fed._clients`` directly, or the test clients through the
-snapshot), not a determined adversary: entries are also reviewed and can be re-run with
+They catch the accidental leak (a method that reads ``fed._clients`` directly), not a determined adversary: entries are also reviewed and can be re-run with
 `lfb leaderboard reproduce`.
 """
 
@@ -25,8 +25,6 @@ FEDERATION_MODULE = "largefedbench.federation"
 PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views", "largefedbench.executors")
 #: the federation's attributes that hold the private clients
 PRIVATE_ATTRIBUTES = ("_clients", "_embeddings", "_store")
-#: splits a method may never read from the snapshot it is given (train: only through the federation)
-HIDDEN_SPLITS = ("train", "test")
 
 
 class _Watched:
@@ -95,29 +93,3 @@ def watch_federation(fed: Any, violations: list[str]) -> Any:
     fed._watch_violations = violations
     fed.__class__ = type(f"Watched{type(fed).__name__}", (_WatchedFederation, type(fed)), {})
     return fed
-
-
-class WatchedSnapshot:
-    """A snapshot for :class:`~largefedbench.contract.PublicResources` in which the train and test splits are
-    out of reach (the public and validation splits and the manifest stay readable)."""
-
-    def __init__(self, fd: Any, violations: list[str]) -> None:
-        self._fd = fd
-        self._violations = violations
-
-    def _refuse(self, split: str) -> None:
-        caller = sys._getframe(2).f_globals.get("__name__", "?")
-        message = (f"{caller} read the {split} split of the snapshot; methods get the train clients through the "
-                   "Federation only and never see the test clients")
-        self._violations.append(message)
-        raise MethodError(message)
-
-    def __getitem__(self, split: str) -> Any:
-        if split in HIDDEN_SPLITS:
-            self._refuse(split)
-        return self._fd[split]
-
-    def __getattr__(self, name: str) -> Any:
-        if name in HIDDEN_SPLITS or name == "splits":
-            self._refuse(name)
-        return getattr(self._fd, name)

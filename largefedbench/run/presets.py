@@ -8,26 +8,44 @@ from typing import Any
 from largefedbench.config_overrides import config_to_dict
 from largefedbench.errors import InputError
 
-__all__ = ["PRESETS", "preset_config", "settings_table"]
+__all__ = ["PRESETS", "preset_config", "preset_or_none", "settings_table"]
 
 PRESETS = ("paper", "cpu", "tiny")
 
 
 def preset_config(method_cls: type, preset: str) -> Any:
-    """A method's defaults for ``preset``: ``Config()`` (the paper's), ``Config.cpu()`` (the ``cpu`` profile's
-    ~15-minute settings; a method without one uses ``Config.tiny()``) or ``Config.tiny()`` (CPU tests)."""
+    """A method's defaults for ``preset``: ``Config.paper()`` or ``Config()`` (the paper's), ``Config.cpu()`` (the
+    ``cpu`` profile's ~15-minute settings) or ``Config.tiny()`` (CPU tests). A Config with settings and no ``cpu()`` is
+    refused for the cpu preset (its tiny settings would run silently); one without settings is the same everywhere."""
     if preset not in PRESETS:
         raise InputError(f"--preset {preset!r}: use paper (the paper's defaults), cpu (the cpu profile's) or tiny (CPU tests)")
+    cfg = method_cls.Config
     if preset == "paper":
-        return method_cls.Config()
-    factory = getattr(method_cls.Config, "cpu", None) if preset == "cpu" else None
-    return (factory or method_cls.Config.tiny)()
+        paper = getattr(cfg, "paper", None)
+        return (paper if callable(paper) else cfg)()
+    if preset == "cpu" and not callable(getattr(cfg, "cpu", None)):
+        if dataclasses.is_dataclass(cfg) and not dataclasses.fields(cfg):
+            return cfg.tiny()
+        name = getattr(method_cls, "name", method_cls.__name__)
+        raise InputError(f"method {name!r} has no cpu preset: its Config ({cfg.__name__}) has no cpu() classmethod. Add "
+                         "`@classmethod def cpu(cls)` with the settings for the cpu profile (see `lfb new method`), or "
+                         "run its tiny settings on purpose with --preset tiny")
+    return (cfg.cpu if preset == "cpu" else cfg.tiny)()
+
+
+def preset_or_none(method_cls: type, preset: str) -> Any:
+    """:func:`preset_config`, or None for a preset the method does not have."""
+    try:
+        return preset_config(method_cls, preset)
+    except InputError:
+        return None
 
 
 def settings_table(method_cls: type) -> list[dict[str, Any]]:
     """Every setting of the method's Config (what ``lfb eval --set KEY=VALUE`` takes): its type and its value in each
     preset, in the Config's field order (``lfb methods NAME``)."""
-    values = {preset: config_to_dict(preset_config(method_cls, preset)) for preset in PRESETS}
+    configs = {preset: preset_or_none(method_cls, preset) for preset in PRESETS}
+    values = {preset: config_to_dict(cfg) if cfg is not None else {} for preset, cfg in configs.items()}
     return [{"setting": f.name, "type": f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
-             **{preset: values[preset][f.name] for preset in PRESETS}}
+             **{preset: values[preset].get(f.name) for preset in PRESETS}}
             for f in dataclasses.fields(method_cls.Config)]

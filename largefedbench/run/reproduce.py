@@ -26,6 +26,7 @@ from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.leaderboard.check_privacy import epsilon_matches
 from largefedbench.leaderboard.files import EntryFile, board_of
+from largefedbench.leaderboard.ranks import FLOOR, SPREAD_SDS, spread_tolerance
 from largefedbench.leaderboard.reproduced import seeds_text
 from largefedbench.leaderboard.schema import Entry, epsilon_value
 from largefedbench.leaderboard.validate import validate_entry_file
@@ -34,9 +35,16 @@ from largefedbench.leaderboard.validate import validate_entry_file
 @dataclass(frozen=True)
 class Tolerances:
     """How far a re-run may land from the entry. On the same hardware and software a CPU re-run is exact; the
-    slack is for other hardware (GPU kernels, thread counts)."""
+    slack is for other hardware (GPU kernels, thread counts).
 
-    accuracy: float = 0.005  # absolute, on accuracies in [0, 1] (half a percentage point)
+    An accuracy (top-1/3/5 and the references', per seed) may move by ``accuracy_spread_sds`` sample standard
+    deviations of the entry's own per-seed values of that number, and at least by ``accuracy_floor`` (what another
+    CPU alone moves a seed by; all a one-seed entry gets): leaderboard/ranks.py, the rule the board ranks by.
+    ``accuracy`` (absolute) replaces that rule with one fixed tolerance."""
+
+    accuracy: float | None = None
+    accuracy_floor: float = FLOOR
+    accuracy_spread_sds: float = SPREAD_SDS
     gap_closed: float = 0.05  # absolute
     fid_relative: float = 0.05  # relative
     audit_epsilon: float = 0.25  # absolute, on an audit entry's empirical ε lower bound and one-shot estimate
@@ -139,6 +147,7 @@ def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrid
                        noise_free=entry.diagnostic is not None and entry.diagnostic.kind == "noise-free",
                        shuffled_releases=entry.diagnostic is not None and entry.diagnostic.kind == "shuffled-releases",
                        public=entry.public_kind,  # entries made before the choice ran on the snapshot's split
+                       select_on=entry.select_on,  # entries made before --select-on selected on the validation clients
                        # the executors release the same sums; a built-in diagnostic that keeps raw numbers in the
                        # client's process (FedBis's record_agreement) needs the entry's local one; Ray needs a cluster
                        executor="local" if entry.environment.client_executor == "local" else "process",
@@ -206,6 +215,15 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     return request
 
 
+def accuracy_tolerance(per_seed: Sequence[float], tol: Tolerances) -> tuple[float, str]:
+    """How far a re-run of one of the entry's seeds may move an accuracy whose per-seed values are ``per_seed``,
+    and how the report says it."""
+    if tol.accuracy is not None:
+        return tol.accuracy, f"±{tol.accuracy:g}"
+    atol = spread_tolerance(per_seed, sds=tol.accuracy_spread_sds, floor=tol.accuracy_floor)
+    return atol, f"±{atol:.2g} ({tol.accuracy_spread_sds:g} SD of seeds, ≥ {tol.accuracy_floor:g})"
+
+
 def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> list[Comparison]:
     """Every per-seed number of the re-run ``again`` against the same seed's in ``entry`` (the re-run may hold a
     subset of the entry's seeds), and an audit entry's audit numbers."""
@@ -215,13 +233,14 @@ def _compare(entry: dict[str, Any], again: dict[str, Any], tol: Tolerances) -> l
     for seed, i, j in pairs:
         a, b = epsilon_value(entry["privacy"]["epsilon_per_seed"][i]), epsilon_value(again["privacy"]["epsilon_per_seed"][j])
         out.append(Comparison(f"ε, seed {seed}", a, b, "1e-3 relative", epsilon_matches(a, b)))
-    metrics = [("next_token_accuracy", k, tol.accuracy) for k in ("top1", "top3", "top5")]
-    metrics += [("reference_public", "top1", tol.accuracy), ("reference_non_private", "top1", tol.accuracy)]
-    for section, k, atol in metrics:
+    metrics = [("next_token_accuracy", k) for k in ("top1", "top3", "top5")]
+    metrics += [("reference_public", "top1"), ("reference_non_private", "top1")]
+    for section, k in metrics:
+        per_seed = entry["metrics"][section][k]["per_seed"]
+        atol, says = accuracy_tolerance(per_seed, tol)
         for seed, i, j in pairs:
-            a = entry["metrics"][section][k]["per_seed"][i]
-            b = again["metrics"][section][k]["per_seed"][j]
-            out.append(Comparison(f"{section}.{k}, seed {seed}", a, b, f"±{atol:g}", abs(a - b) <= atol))
+            a, b = per_seed[i], again["metrics"][section][k]["per_seed"][j]
+            out.append(Comparison(f"{section}.{k}, seed {seed}", a, b, says, abs(a - b) <= atol))
     for seed, i, j in pairs:
         a, b = entry["metrics"]["gap_closed"]["per_seed"][i], again["metrics"]["gap_closed"]["per_seed"][j]
         out.append(Comparison(f"gap_closed, seed {seed}", a, b, f"±{tol.gap_closed:g}", abs(a - b) <= tol.gap_closed))

@@ -47,13 +47,16 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
 
     precision = precision_record(ev.bundle.device)
     output, stamp = seed_dir / METHOD_OUTPUT, {"lfb": __version__, "method": prep.method.version, "precision": precision}
-    kept = None if audit is not None else load_method_output(output, fed, stamp, ev.bundle.device)
+    kept = None if audit is not None else load_method_output(output, fed, stamp, ev.bundle.device,
+                                                             new_model=ev.bundle.new_downstream)
     if kept is None:
         log(f"seed {seed}: running {prep.method.name}")
         atomic_write_json(seed_dir / PRECISION_STAMP, precision)  # what the round checkpoints below are made in
         calibrated = len(budget.calibrations)
         fed.clock.start()  # a resumed run adds its checkpoint's time: the seconds of every completed round count
         artifact = cls().train(fed, public, prep.config, budget)
+        selection = getattr(fed, "selection", None)  # the method's choices on held-out data, kept with its output
+        artifact.selections = selection.records() if selection is not None else []
         calibrations = jsonable(budget.calibrations[calibrated:])
         method_seconds, method_stages = fed.clock.seconds(), fed.clock.stages()
         carried = fed.clock.before_seconds  # what earlier processes spent on the rounds this one resumed after
@@ -89,9 +92,10 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
     t1 = time.perf_counter()
     stats: dict[str, float] = {}
     downstream = None
+    harness_selection = ev.selection(seed)  # the harness's own choice (the downstream epoch), recorded apart
     if artifact.kind == "synthetic text":
         log(f"seed {seed}: training the downstream model on {len(artifact.texts)} synthetic samples")
-        tuned = ev.fine_tune(artifact.texts, seed)
+        tuned = ev.fine_tune(artifact.texts, seed, harness_selection)
         model, downstream = tuned.model, downstream_summary(tuned)
         from largefedbench.models import embed
 
@@ -115,6 +119,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         calibrations=calibrations if len(ledger) and not prep.declared else None,
         made_with={"lfb_version": __version__, "git_commit": git_commit()},
         wall_seconds=time.perf_counter() - t_seed + carried, downstream=downstream, precision=precision,
+        selections=jsonable(list(getattr(artifact, "selections", None) or []) + harness_selection.records()),
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free
@@ -187,36 +192,71 @@ def _stored_json(path: Path, what: str = "a precision record") -> Any:
 PRECISION_STAMP = "precision.json"  # a seed folder's: the precision its round checkpoints were made in
 
 
-METHOD_OUTPUT = "method-output.pt"
+METHOD_OUTPUT = "method-output.safetensors"
 
 
 def save_method_output(path: Path, fed, artifact, calibrations: list, method_seconds: float,
                        method_stages: dict[str, float], stamp: dict[str, Any]) -> None:
     """What the method returned and the federation after it (ledger, costs, RNG), written atomically once the
     harness's privacy checks passed: its own record, so a run killed while the output is evaluated resumes without
-    running the method again. ``stamp`` (LargeFedBench's and the method's versions) must match to be reused."""
-    import io
+    running the method again. ``stamp`` (LargeFedBench's and the method's versions) must match to be reused.
+    Tensors and JSON (:mod:`~largefedbench.rounds.state_file`); a model artifact is kept as its weights."""
+    import copy
+    import dataclasses
 
-    import torch
+    from largefedbench.rounds.state_file import write_state
 
-    from largefedbench.io import atomic_write_bytes
+    model, weights = getattr(artifact, "model", None), None
+    if model is not None and dataclasses.is_dataclass(artifact) and _is_module(model):  # kept as its state_dict
+        weights = {"class": _class_name(model), "training": bool(model.training), "state": model.state_dict()}
+        artifact = copy.copy(artifact)  # not dataclasses.replace: attributes set besides the fields stay
+        object.__setattr__(artifact, "model", None)
+    write_state(path, {"stamp": stamp, "artifact": artifact, "model": weights, "federation": fed.state_dict(),
+                       "calibrations": calibrations, "method_seconds": method_seconds,
+                       "method_stages": method_stages}, what="method output")
 
-    buf = io.BytesIO()
-    torch.save({"stamp": stamp, "artifact": artifact, "federation": fed.state_dict(), "calibrations": calibrations,
-                "method_seconds": method_seconds, "method_stages": method_stages}, buf)
-    atomic_write_bytes(path, buf.getvalue())
+
+def _is_module(model: Any) -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")  # a model artifact is a torch module, so torch is loaded
+    return torch is not None and isinstance(model, torch.nn.Module)
 
 
-def load_method_output(path: Path, fed, stamp: dict[str, Any], device) -> tuple[Any, list, float, dict[str, float]] | None:
-    """``(artifact, calibrations, method seconds, method stages)`` saved by :func:`save_method_output`, its tensors on
-    ``device``, restoring ``fed``'s ledger, costs and RNG; None when there is none, or it was made by another version
-    of LargeFedBench or of the method (the method then runs again)."""
+def _class_name(model: Any) -> str:
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def _layout(weights: dict[str, Any]) -> dict[str, tuple]:
+    return {k: (v.dtype, tuple(v.shape)) for k, v in weights.items()}
+
+
+def load_method_output(path: Path, fed, stamp: dict[str, Any], device,
+                       new_model: Callable[[], Any] | None = None) -> tuple[Any, list, float, dict[str, float]] | None:
+    """``(artifact, calibrations, method seconds, method stages)`` saved by :func:`save_method_output`, restoring
+    ``fed``'s ledger, costs and RNG; a model artifact's weights are loaded into ``new_model()`` (the bundle's
+    ``new_downstream``) on ``device``. None when there is none, or it was made by another version of LargeFedBench or
+    of the method, or its weights do not fit ``new_model()``'s (the method then runs again). A pickle
+    ``method-output.pt`` (before issue 61) is refused."""
+    from largefedbench.rounds.state_file import read_state, refuse_legacy
+
+    fix = f"Delete {{}} to run the method of that seed again (or delete its seed folder, {Path(path).parent})."
+    legacy = Path(path).with_suffix(".pt")
     if not path.exists():
+        if legacy != Path(path) and legacy.exists():
+            refuse_legacy(legacy, fix=fix.format(legacy))
         return None
-    import torch
-
-    saved = torch.load(path, map_location=device, weights_only=False)
+    saved = read_state(path, fix=fix.format(path))  # on the CPU: torch generator states must be CPU tensors
     if saved.get("stamp") != stamp:
         return None
+    artifact, kept = saved["artifact"], saved.get("model")
+    if kept is not None:
+        if new_model is None:
+            raise InputError(f"{path} holds a model: load_method_output needs new_model= to load its weights into")
+        model = new_model().to(device)
+        if _class_name(model) != kept["class"] or _layout(model.state_dict()) != _layout(kept["state"]):
+            return None
+        model.load_state_dict(kept["state"])
+        object.__setattr__(artifact, "model", model.train(kept["training"]))
     fed.load_state_dict(saved["federation"])
-    return saved["artifact"], saved["calibrations"], saved["method_seconds"], saved["method_stages"]
+    return artifact, saved["calibrations"], saved["method_seconds"], saved["method_stages"]

@@ -44,14 +44,17 @@ class SeedResult:
     wall_seconds: float | None = None  # the seed's wall time, earlier processes' completed work included (None: older)
     downstream: dict[str, Any] | None = None  # synthetic-text methods: the fine-tuning's kept epoch (downstream_summary)
     precision: dict[str, str] | None = None  # what the seed sampled and trained in (models.precision.precision_record)
+    #: every choice made on held-out data (contract.Selection.records: by, what, metric, chosen, candidates, on);
+    #: [] when none was made, None in results stored before issue 60 recorded them
+    selections: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
         statistics, ``stage_seconds``, ``calibrations``, ``made_with``, ``wall_seconds``, ``downstream``,
-        ``precision``) only when set."""
+        ``precision``, ``selections``) only when set."""
         data = dataclasses.asdict(self)
         for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds",
-                    "downstream", "precision"):
+                    "downstream", "precision", "selections"):
             if data[key] is None:
                 del data[key]
         return data

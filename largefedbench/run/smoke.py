@@ -31,7 +31,7 @@ from typing import Any
 from largefedbench.data.private_text import LeakSearch, PrivateRuns, canary_texts
 from largefedbench.leaderboard.check_privacy import BUDGET_SLACK
 from largefedbench.leaderboard.schema import is_safe_id
-from largefedbench.run.guards import WatchedSnapshot, watch_federation, watched_private
+from largefedbench.run.guards import watch_federation, watched_private
 
 #: two runs with one seed agree if model weights differ by at most this (texts, ledgers, costs: exactly)
 WEIGHT_ATOL = 1e-6
@@ -147,11 +147,9 @@ def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path, clients: _Clien
     fed = watch_federation(Federation(watched_private(clients.split, "fed._clients", run.violations), seed=seed,
                                       embeddings=embeddings, executor=executor), run.violations)
     fed.budget = prep.budget  # a release that would break the budget stops the run, as in lfb eval
-    public = PublicResources(
-        fd=WatchedSnapshot(prep.fd, run.violations), models=bundle, seed=seed, run_dir=run_dir, progress=False,
-        validation_accuracy=lambda m: evaluator.accuracy(m, evaluator.validation_texts),
-        train_downstream=lambda texts: evaluator.train_on(texts, seed),
-    )
+    fed.selection = evaluator.selection(seed)  # model selection, as in lfb eval
+    public = PublicResources(models=bundle, seed=seed, run_dir=run_dir, progress=False,
+                             corpus=evaluator.public_corpus, snapshot=prep.fd.manifest)  # public data only
     start = time.perf_counter()
     try:
         run.artifact = cls().train(fed, public, prep.config, prep.budget)

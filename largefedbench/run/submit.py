@@ -4,9 +4,12 @@ The checks, in order (each failure says what to do):
 
 1. the entry validates where it is (every ``lfb leaderboard validate`` check, with its fix hint);
 2. its plots are PNG files beside it;
-3. its method can be found again: a registered built-in, a declared synthetic set (its file hash is in the entry), or
-   an installed package with a version (``pip install NAME==VERSION`` must give the same code);
-4. a plug-in method passes ``lfb smoke`` (contract, isolation, determinism, no private text in any output).
+3. its data is a real snapshot: a demo-data entry would be ranked in the board's demo group (``--allow-demo``);
+4. its method can be found again: a registered built-in, a declared synthetic set (its file hash is in the entry), or
+   a plug-in whose entry names either its distribution's version, installed here from a package index (``pip install
+   NAME==VERSION`` gives the same code), or a clean commit on a remote branch of the recorded repository (the entry's
+   ``method.repository``; run/provenance.py);
+5. a plug-in method passes ``lfb smoke`` (contract, isolation, determinism, no private text in any output).
 
 Then the entry and its plots are copied into the board folder (``--board``, default ``./leaderboard``), the board is
 rendered (CI checks that the pages are current) and, inside a git checkout, the files are committed on a branch of
@@ -39,6 +42,7 @@ class SubmitResult:
     entry_id: str = ""
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    committed: list[str] = field(default_factory=list)  # the files the commit holds (unchanged pages are not in it)
     branch: str | None = None
     commit: str | None = None
     steps: list[str] = field(default_factory=list)
@@ -54,18 +58,18 @@ class SubmitResult:
     def format(self) -> str:
         lines = [f"{'ok  ' if passed else 'FAIL'} {name}: {detail}" for name, passed, detail in self.checks]
         if self.commit:
-            lines.append(f"committed {len(self.files)} files on branch {self.branch} ({self.commit[:12]})")
+            lines.append(f"committed {len(self.committed)} files on branch {self.branch} ({self.commit[:12]})")
         lines += [f"  {step}" for step in self.steps]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"entry_id": self.entry_id, "ok": self.ok, "checks": [
             {"check": n, "ok": p, "detail": d} for n, p, d in self.checks], "files": [str(f) for f in self.files],
-            "branch": self.branch, "commit": self.commit, "steps": self.steps}
+            "committed": self.committed, "branch": self.branch, "commit": self.commit, "steps": self.steps}
 
 
 def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins: bool = True, home: Path | None = None,
-           log: Callable[[str], None] | None = None) -> SubmitResult:
+           allow_demo: bool = False, log: Callable[[str], None] | None = None) -> SubmitResult:
     """Check ``entry_path`` and lay out its pull request into ``board`` (see the module docstring)."""
     log = log or (lambda msg: None)
     result = SubmitResult()
@@ -79,6 +83,8 @@ def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins
     entry: Entry = report.entry
     result.entry_id = entry.entry_id
     _check_plots(result, entry_path, entry)
+    if not _check_data(result, entry, allow_demo):
+        return result
     target = _check_source(result, entry)
     if target is not None and smoke_plugins:
         _smoke(result, target, home, log)
@@ -93,6 +99,18 @@ def _check_plots(result: SubmitResult, entry_path: Path, entry: Entry) -> None:
            if not (entry_path.parent / name).read_bytes().startswith(PNG_SIGNATURE)]
     result.add("plots", not bad, f"{len(entry.artifacts)} PNG files beside the entry" if not bad else
                f"not PNG images: {', '.join(bad)}; submit the plots `lfb eval` wrote")
+
+
+def _check_data(result: SubmitResult, entry: Entry, allow_demo: bool) -> bool:
+    """A demo-data entry would be ranked in the board's demo group: only with ``--allow-demo``."""
+    snapshot = entry.dataset.snapshot
+    if not entry.dataset.synthetic or entry.method.source == "declared":  # declared sets are never ranked
+        return result.add("data", True, f"snapshot {snapshot}")
+    if allow_demo:
+        return result.add("data", True, f"snapshot {snapshot} is synthetic demo data; submitted with --allow-demo")
+    return result.add("data", False, f"snapshot {snapshot} is synthetic demo data (it checks the pipeline, not a "
+                      "method): the board would rank it in its demo group. Run `lfb eval` on a real snapshot (`lfb data "
+                      "list`), or pass --allow-demo to submit it anyway")
 
 
 def _check_source(result: SubmitResult, entry: Entry) -> str | None:
@@ -126,8 +144,51 @@ def _check_source(result: SubmitResult, entry: Entry) -> str | None:
                    f"{resolved.version!r}. A plug-in is submitted as a package with a version (`pip install NAME==VERSION` "
                    "must give the code that ran): give the package a version and re-run `lfb eval`")
         return None
-    result.add("source", True, f"plug-in {m.target}, package version {m.version}")
-    return m.name
+    found, detail = _found_again(m)
+    return m.name if result.add("source", found, f"plug-in {m.target}: {detail}") else None
+
+
+def _found_again(m) -> tuple[bool, str]:
+    """Can others get the code that ran? The named version of the distribution, installed here from a package index,
+    or the recorded commit, reachable in the recorded repository. Says which, or why neither."""
+    from largefedbench.run.provenance import commit_pushed, git_checkout, installed_origin, public_url
+
+    origin = installed_origin(m.target.partition(":")[0])
+    dist = m.distribution or origin.distribution
+    why = []
+    if origin.installed == "index" and dist == origin.distribution and origin.version == m.version:
+        return True, (f"package {dist}=={m.version}, installed here from a package index: `pip install "
+                      f"{dist}=={m.version}` gives the code that ran")
+    if origin.distribution is None:
+        why.append("its module belongs to no installed package")
+    elif dist != origin.distribution:
+        why.append(f"the entry names package {dist}, but the module is installed here by {origin.distribution}")
+    elif origin.installed != "index":
+        why.append(f"package {origin.distribution} {origin.version} is installed here from a {origin.installed} "
+                   "source, not a package index")
+    repo = m.repository
+    if repo is None:
+        why.append("the entry names no git commit (the method was not in a git checkout when `lfb eval` ran)")
+    elif repo.dirty:
+        why.append(f"its files differed from commit {repo.commit[:12]} when `lfb eval` ran (dirty: true)")
+    elif repo.url is None:
+        why.append(f"commit {repo.commit[:12]} is in a checkout with no remote others can reach")
+    elif origin.installed == "vcs" and public_url(origin.vcs["url"]) == repo.url and origin.vcs["commit"] == repo.commit:
+        return True, f"commit {repo.commit[:12]} of {repo.url}, installed here from there (pip install git+URL@COMMIT)"
+    else:
+        checkout = git_checkout(origin.code)
+        remotes = set() if checkout is None else {
+            public_url(_git(checkout, "remote", "get-url", r).stdout.strip()) for r in _git(checkout, "remote").stdout.split()}
+        if checkout is None or repo.url not in remotes:
+            why.append(f"no checkout of {repo.url} holds the installed module here")
+        else:
+            pushed, where = commit_pushed(checkout, repo.commit)
+            if pushed:
+                return True, f"commit {repo.commit[:12]} of {repo.url} ({where} in {checkout})"
+            why.append(where)
+    return False, ("its code cannot be found again: " + "; ".join(why) + ". Publish the package to a package index "
+                   "(`pip install NAME==VERSION` must give the code that ran), or commit the method to a git repository "
+                   "with a remote and push it; then re-run `lfb eval` and submit again")
 
 
 def _smoke(result: SubmitResult, method: str, home: Path | None, log: Callable[[str], None]) -> None:
@@ -195,6 +256,8 @@ def _commit(result: SubmitResult, repo: Path, entry: Entry) -> None:
                       committed.returncode == 0 else f"git failed: {(committed.stderr or committed.stdout).strip()}"):
         return
     result.branch, result.commit = branch, _git(repo, "rev-parse", "HEAD").stdout.strip()
+    shown = _git(repo, "show", "--name-only", "--format=", "-z", result.commit).stdout
+    result.committed = [f for f in shown.split("\0") if f]
     remote = _git(repo, "remote").stdout.split()
     push = f"git push -u {remote[0] if remote else 'origin'} {branch}"
     result.steps = [f"push it: {push}", "then open a pull request from that branch; the board's CI runs "

@@ -22,7 +22,7 @@ from largefedbench.errors import InputError
 from largefedbench.evaluation.fid import fid_to
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
-from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort
+from largefedbench.rounds import RoundsLoop, cohort_fields, draw_cohort, selection_of
 from largefedbench.synthetic.early_stopping import keep_lowest_fid_adapter
 from largefedbench.synthetic.generation import decode_samples, generate_ids, seed_for
 from largefedbench.synthetic.lora import LoraState, add_lora, load_lora_state, lora_state
@@ -104,7 +104,7 @@ class GeneratorRounds:
         self.sigma, self.rate = noise_for_rounds(budget, fed, rounds=cfg.rounds,
                                                  clients_per_round=cfg.clients_per_round)
         self.examples = public_examples(public, minimum=cfg.examples_per_prompt)
-        self.validation = public.validation_embeddings()
+        self.validation = selection_of(fed).embeddings()  # held-out: the validation clients or a public slice
         self.tokenizer, self.embedder = public.models.generator_tokenizer, public.models.embedder
         self.model = add_lora(public.models.new_generator(), rank=cfg.lora_rank, alpha=cfg.lora_alpha,
                               dropout=cfg.lora_dropout, seed=seed_for(public.seed, 5))
@@ -115,13 +115,13 @@ class GeneratorRounds:
                             stream)
 
     def fid(self, texts: list[str]) -> float:
-        """FID of ``texts`` to the validation clients."""
+        """FID of ``texts`` to the held-out texts (``fed.selection``: the validation clients by default)."""
         return fid_to(embed(texts, self.embedder), self.validation)
 
     def run(self, client_function: ClientFunction, step: Step) -> GeneratorRun:
         cfg, fed, model = self.cfg, self.fed, self.model
         loop = RoundsLoop(fed, self.public, LoraState(lora_state(model)), rounds=cfg.rounds, desc=self.desc,
-                          select="min")
+                          select="min", metric="fid")
         if loop.resumed:
             load_lora_state(model, loop.state.lora)
         for r in loop:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import selection_for
 
 import largefedbench.federation as federation_module
 import largefedbench.privacy.mechanisms as mechanisms
@@ -28,12 +29,13 @@ def audit_run(tiny, seed: int) -> dict:
     """DP-FedAvg at ε = 1 over 40 real clients plus the included canaries, audited from the released model."""
     fd, bundle, _ = tiny
     calls = iter(range(1000))
-    public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=None, progress=False,
-                             validation_accuracy=lambda m: {"top1": next(calls) / 1000})  # later rounds win
+    public = PublicResources(models=bundle, seed=seed, run_dir=None, progress=False)
     plan = CanaryPlan(CANARIES, seed, "update")
     split = with_canaries(ClientSplit("train", fd.train.table.select(range(N_REAL))), plan)
     cfg = dataclasses.replace(DPFedAvgConfig.tiny(), clients_per_round=len(split))
     fed = Federation(split, seed=seed)
+    fed.selection = selection_for(tiny, seed)
+    fed.selection.accuracy = lambda m: {"top1": next(calls) / 1000}  # later rounds win
     fed.client_outputs = plan.federation_hook(cfg.clip)
     artifact = DPFedAvg().train(fed, public, cfg, PrivacyBudget(EPSILON, DELTA))
     assert fed.ledger.epsilon(DELTA, "rdp") <= EPSILON * 1.01  # the ledger claims ε = 1 either way

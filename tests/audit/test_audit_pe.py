@@ -10,6 +10,7 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
+from conftest import selection_for
 
 import largefedbench.privacy.mechanisms as mechanisms
 from largefedbench.audit.canaries import CanaryPlan
@@ -34,7 +35,8 @@ def audit_run(tiny, seed: int) -> dict:
     audit = Audit(canaries=CANARIES, inclusion_seed=seed, progress=False)
     audit.plan = CanaryPlan(CANARIES, seed, "text", tuple(fd.public.all_spans()))  # as Audit.prepare sets it for PE
     fed = audit.federation(ev, PrivateEvolution, seed)
-    public = PublicResources(fd=fd, models=bundle, seed=seed, run_dir=None, progress=False)
+    fed.selection = selection_for(tiny, seed)
+    public = PublicResources(models=bundle, seed=seed, run_dir=None, progress=False)
     cfg = dataclasses.replace(PEConfig.tiny(), n_synthetic=256, n_final=16)
     artifact = PrivateEvolution().train(fed, public, cfg, PrivacyBudget(EPSILON, DELTA))
     assert fed.ledger.epsilon(DELTA, "rdp") <= EPSILON * 1.01  # the ledger claims ε = 1 either way

@@ -228,7 +228,7 @@ def test_public_pretraining_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_pa
     def run(run_dir, cls=PublicResources):
         model = _tiny_lora(tokenizer)
         fed = Federation(_split([["x"], ["y"]]), seed=3)
-        public = cls(fd=tiny[0], models=tiny[1], seed=3, run_dir=run_dir, progress=False)
+        public = cls(models=tiny[1], seed=3, run_dir=run_dir, progress=False)
         out = pretrain_on_public(model, tokenizer, prefixes, texts, steps=23, batch_size=2, lr=1e-2, seed=5, max_len=32,
                                  fed=fed, public=public, steps_per_checkpoint=5)
         return FlatParams(model).get(), out, public
@@ -244,7 +244,7 @@ def test_public_pretraining_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_pa
     monkeypatch.setattr("largefedbench.fedtrain.generator.lm_loss", lambda *a: pytest.fail("a finished stage re-ran"))
     again, out_c, public = run(tmp_path / "b")  # finished: restored, not retrained
     assert torch.equal(again, whole) and out_c == out
-    assert [p.name for p in checkpoint_files(tmp_path / "b")] == ["round-checkpoint-public-pretraining.pt"]
+    assert [p.name for p in checkpoint_files(tmp_path / "b")] == ["round-checkpoint-public-pretraining.safetensors"]
     public.clear_checkpoint()
     assert checkpoint_files(tmp_path / "b") == []
 
@@ -257,7 +257,7 @@ def test_train_adapter_resumes_after_a_kill_exactly(tiny, tokenizer, tmp_path):
 
     def run(run_dir, fail_at=None):
         fed = Federation(_split(spans), seed=3)
-        public = PublicResources(fd=tiny[0], models=tiny[1], seed=3, run_dir=run_dir, progress=False)
+        public = PublicResources(models=tiny[1], seed=3, run_dir=run_dir, progress=False)
         server = settings.server(FlatParams(_tiny_lora(tokenizer)))
         update = generator_update(server.flat, tokenizer, settings, seed=3)
 

@@ -59,20 +59,6 @@ class StorePeeker(_Base):
         return Artifact.synthetic([s for client in spans for s in client][:20] or public.public_texts()[:20])
 
 
-class TestPeeker(_Base):
-    """Looks at the test clients through the snapshot (and hides the error it gets)."""
-
-    name = "test-peeker"
-
-    def train(self, fed, public, cfg, budget) -> Artifact:
-        try:
-            leaked = public._fd.test.all_spans()[:5]
-        except Exception:  # noqa: BLE001 - the point: swallowing the refusal does not hide the attempt
-            leaked = []
-        self.release(fed, budget, cfg.rate)
-        return Artifact.synthetic(public.public_texts()[:20] + leaked)
-
-
 class Silent(_Base):
     """Releases nothing through the federation: its ledger is empty."""
 

@@ -1,10 +1,11 @@
 """Leaderboard test setup: the example plug-in installed for the session, and one real entry produced with it.
 
-The plug-in (``example_method_pkg``, its own pyproject.toml with a ``largefedbench.methods`` entry point) is
-installed with ``pip install --no-deps --no-build-isolation --no-index --target DIR`` from a copy of its folder
-(so the clone stays clean) and DIR is put on ``sys.path`` and ``PYTHONPATH``: the venv is never modified, other
-sessions never see it, and removing DIR uninstalls it. Without setuptools (Python ≥ 3.12 venvs) the wheel's
-``.dist-info`` is written from the pyproject instead.
+The plug-in is what `lfb new method dp-unigram-example` writes (the template in largefedbench/templates/method/,
+its own pyproject.toml with a ``largefedbench.methods`` entry point), built into a wheel and installed from that
+folder as a package index (``pip install --no-index --find-links WHEELS --target DIR``), as ``pip install
+NAME==VERSION`` installs a published package; DIR is put on ``sys.path`` and ``PYTHONPATH``: the venv is never
+modified, other sessions never see it, and removing DIR uninstalls it. Without setuptools (Python ≥ 3.12 venvs)
+the wheel's ``.dist-info`` is written from the pyproject instead.
 """
 
 from __future__ import annotations
@@ -22,33 +23,45 @@ import pytest
 from largefedbench.run.eval import EvalRequest, run_eval
 
 HERE = Path(__file__).resolve().parent
-PACKAGE = HERE / "example_method_pkg"
 EXAMPLE = "dp-unigram-example"
+#: the example's module and distribution (`lfb new method` would name them lfb_dp_unigram_example, lfb-dp-unigram-example)
+EXAMPLE_NAMES = {"module": "lfb_example_method", "distribution": "lfb-example-method",
+                 "paper": "an example plug-in (LargeFedBench tests): DP word histograms over Poisson cohorts"}
+
+
+def write_example(folder: Path) -> Path:
+    """The example plug-in's package, as `lfb new method` writes it, in ``folder``."""
+    from largefedbench.run.scaffold import new_method
+
+    return new_method(EXAMPLE, folder, **EXAMPLE_NAMES)
 
 
 def _dist_info_by_hand(source: Path, site: Path) -> None:
     import tomllib
 
     project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
-    shutil.copytree(source / "lfb_example_method", site / "lfb_example_method")
+    shutil.copytree(source / EXAMPLE_NAMES["module"], site / EXAMPLE_NAMES["module"])
     info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
     points = project["entry-points"]["largefedbench.methods"]
+    (info / "top_level.txt").write_text(EXAMPLE_NAMES["module"] + "\n")  # packages_distributions() reads it
     (info / "entry_points.txt").write_text("[largefedbench.methods]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
 
 
 def install_example(tmp: Path) -> Path:
-    source, site = tmp / "src", tmp / "site"
-    shutil.copytree(PACKAGE, source)
+    source, wheels, site = write_example(tmp / "src"), tmp / "wheels", tmp / "site"
     try:
         import setuptools  # noqa: F401
     except ImportError:
         _dist_info_by_hand(source, site)
         return site
-    out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                          "--target", str(site), str(source)], check=False, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, f"installing the example plug-in failed:\n{out.stdout}\n{out.stderr}"
+    pip = [sys.executable, "-m", "pip", "-q"]
+    for args in (["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(wheels), str(source)],
+                 ["install", "--no-deps", "--no-index", "--find-links", str(wheels), "--target", str(site),
+                  "lfb-example-method==0.1.0"]):
+        out = subprocess.run(pip + args, check=False, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"installing the example plug-in failed:\n{out.stdout}\n{out.stderr}"
     return site
 
 

@@ -143,7 +143,7 @@ def test_the_declared_command_names_the_file_not_its_folder(tmp_path):
 
     from largefedbench.run.command import command_for
 
-    request = SimpleNamespace(synthetic=tmp_path / "deep" / "pe.csv", made_with="DPSDA PE", dataset=str(tmp_path / "snap"),
+    request = SimpleNamespace(select_on="private", synthetic=tmp_path / "deep" / "pe.csv", made_with="DPSDA PE", dataset=str(tmp_path / "snap"),
                               seeds=(0, 1, 2))
     prep = SimpleNamespace(request=request, declared=True, method=SimpleNamespace(name="pe-declared"),
                            fd=SimpleNamespace(manifest={"name": "snap-x"}), profile=SimpleNamespace(name="cpu", public="generic"),

@@ -75,3 +75,34 @@ def test_unknown_fields_are_forbidden_at_every_level():
                                          ("../x", False), ("UPPER", False), ("", False), ("a/b", False)])
 def test_safe_ids(value, safe):
     assert is_safe_id(value) is safe
+
+
+def test_an_entry_records_its_selections_and_the_board_marks_private_ones():
+    """Issue 60 item 7: the selection section (each seed's choices and what they were made on) validates; a record
+    on other data than the section says, or a seed count that differs, is refused; entries without one read as
+    having selected on the validation clients, unrecorded."""
+    from types import SimpleNamespace
+
+    from largefedbench.leaderboard.columns import COLUMNS
+
+    data = migrate(json.loads(V1_FILES[0].read_text()))
+    old = parse_entry(data)
+    assert old.selection is None and old.select_on == "private" and old.selected_on_private is None
+    n = len(old.seeds)
+    epoch = {"by": "harness", "what": "downstream epoch", "metric": "top1", "chosen": 3, "candidates": 7}
+    private = parse_entry({**data, "selection": {"on": "private", "held_out": "the validation clients' spans",
+                                                 "per_seed": [[{**epoch, "on": "private"}]] * n}})
+    assert private.selected_on_private is True and private.to_json()["selection"]["per_seed"][0][0]["chosen"] == 3
+    public = parse_entry({**data, "selection": {"on": "public", "held_out": "a held-out public slice",
+                                                "per_seed": [[{**epoch, "on": "public"}]] * n}})
+    assert public.selected_on_private is False and public.select_on == "public"
+    none = parse_entry({**data, "selection": {"on": "private", "held_out": "validation", "per_seed": [[]] * n}})
+    assert none.selected_on_private is False
+    with pytest.raises(ValidationError, match="made on public data in an entry that selects on private"):
+        parse_entry({**data, "selection": {"on": "private", "held_out": "validation",
+                                           "per_seed": [[{**epoch, "on": "public"}]] * n}})
+    with pytest.raises(ValidationError, match="seeds' choices"):
+        parse_entry({**data, "selection": {"on": "private", "held_out": "validation", "per_seed": [[]] * (n + 1)}})
+    column = next(c for c in COLUMNS if c.key == "selected_on")  # the board's "Selected on" column reads the entry
+    texts = [column.text(SimpleNamespace(entry=e)) for e in (old, private, public, none)]
+    assert texts == ["private?", "private", "public", "–"]

@@ -238,7 +238,7 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
     info = {"profile": "tiny", "cache": {"dir": str(home / "models" / "tiny" / "abc"), "hit": True}}
     assert portable_profile(info, home)["cache"] == {"dir": "$LFB_HOME/models/tiny/abc", "hit": True}
     assert portable_profile(info, tmp_path / "elsewhere")["cache"] == {"hit": True}
-    request = SimpleNamespace(method=str(tmp_path / "methods" / "mine.py") + ":Mine", dataset=str(tmp_path / "snap"),
+    request = SimpleNamespace(select_on="private", method=str(tmp_path / "methods" / "mine.py") + ":Mine", dataset=str(tmp_path / "snap"),
                               seeds=(0, 1, 2), overrides={}, noise_free=False, shuffled_releases=False)
     prep = SimpleNamespace(request=request, profile=SimpleNamespace(name="tiny", public="split"), preset="tiny",
                            method_cls=SimpleNamespace(fixed_epsilon=0), fd=SimpleNamespace(manifest={"name": "snap-x"}),

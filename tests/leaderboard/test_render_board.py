@@ -40,16 +40,17 @@ def test_the_board_groups_ranks_and_separates(board):
     ranked = _section(md, "### Ranked", "### Unranked")
     mid = f"**{md_escape('1 < ε ≤ 4')}**"
     low = _section(ranked, "**ε ≤ 1**", mid)
-    # b is a's numbers + 1 point of accuracy: rank 1, a rank 2; in the same ε bucket
+    # b is a's numbers + 1 point of accuracy, seeds 0.2 points apart (Welch separates them): rank 1, a rank 2; in the
+    # same ε bucket; ○: neither was re-run
     assert low.index(roles["b"]["entry_id"]) < low.index(roles["a"]["entry_id"])
-    assert _row(md, roles["b"]["entry_id"]).startswith("| 1 | dp-unigram-b")
-    assert _row(md, roles["a"]["entry_id"]).startswith("| 2 | dp-unigram-example")
+    assert _row(md, roles["b"]["entry_id"]).startswith("| 1 ○ | dp-unigram-b")
+    assert _row(md, roles["a"]["entry_id"]).startswith("| 2 ○ | dp-unigram-example")
     assert roles["c"]["entry_id"] in _section(ranked, mid)
-    assert _row(md, roles["c"]["entry_id"]).startswith("| 1 | dp-unigram-c"), "ranked within its own ε bucket"
+    assert _row(md, roles["c"]["entry_id"]).startswith("| 1 ○ | dp-unigram-c"), "ranked within its own ε bucket"
     from largefedbench.leaderboard.board import REFERENCES
 
     refs = _section(ranked, f"**{md_escape(REFERENCES)}**", "**ε ≤ 1**")
-    assert "| ref | public" in refs and "| ref | non-private" in refs
+    assert "| ref ○ | public" in refs and "| ref ○ | non-private" in refs
     assert roles["unranked"]["entry_id"] in _section(md, "### Unranked", "### Possibly contaminated")
     apart = _section(md, "### Possibly contaminated")
     assert roles["contaminated"]["entry_id"] in apart and "no knowledge cutoff is registered" in apart

@@ -38,7 +38,7 @@ def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, t
     assert report.valid and report.reproduction is not None and report.reproduction.ok, format_reports([report])
     assert json.loads(record.read_text())["comparisons"][0]["metric"] == "ε, seed 0"
     render_board(board)
-    assert f"[yes · {report.reproduction.day} · acc ±0.005" in (board / "README.md").read_text()
+    assert f"[yes · {report.reproduction.day} · acc ±2 SD of seeds, ≥ 0.2 pt" in (board / "README.md").read_text()
 
 
 def test_doctored_numbers_are_outside_the_tolerance_and_exit_non_zero(produced, tiny, tmp_path, capsys, example_plugin):

@@ -39,7 +39,6 @@ def test_lfb_methods_lists_the_plugin_by_its_distribution(example_plugin, capsys
     [
         ("Peeker", "private-data", "read fed._clients directly"),
         ("StorePeeker", "private-data", "read fed._store directly"),
-        ("TestPeeker", "private-data", "read the test split"),
         ("Silent", "ledger", "empty: the method released nothing"),
         ("Greedy", "train", "this release would bring ε to"),
         ("Moody", "determinism", "the synthetic texts differ"),

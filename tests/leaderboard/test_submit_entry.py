@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -37,10 +38,12 @@ def board_repo(tmp_path):
 
 def test_a_plugin_entry_is_smoked_and_committed_on_its_own_branch(produced, example_plugin, board_repo, tiny):
     _fd, _bundle, root = tiny
-    result = submit(produced.path, board=board_repo / "leaderboard", home=root)
+    result = submit(produced.path, board=board_repo / "leaderboard", home=root, allow_demo=True)
     assert result.ok, result.format()
-    assert [name for name, _, _ in result.checks] == ["validate", "plots", "source", "smoke", "placed", "render",
+    assert [name for name, _, _ in result.checks] == ["validate", "plots", "data", "source", "smoke", "placed", "render",
                                                       "branch", "commit"]
+    source = dict((name, detail) for name, _, detail in result.checks)["source"]
+    assert "package lfb-example-method==0.1.0, installed here from a package index" in source
     entry = produced.entry
     assert _git(board_repo, "rev-parse", "--abbrev-ref", "HEAD") == f"submit/{entry.entry_id}" == result.branch
     committed = _git(board_repo, "show", "--name-only", "--format=%s", "HEAD").splitlines()
@@ -49,6 +52,9 @@ def test_a_plugin_entry_is_smoked_and_committed_on_its_own_branch(produced, exam
     assert dest in committed and "leaderboard/README.md" in committed and "leaderboard/index.html" in committed
     assert all(f"leaderboard/entries/demo/{EXAMPLE}/{name}" in committed for name in entry.artifacts.values())
     assert _git(board_repo, "status", "--porcelain") == ""  # nothing left behind
+    # the count it prints is the commit's own (the board's unchanged plots are not in it)
+    files = [f for f in committed[1:] if f]
+    assert sorted(result.committed) == sorted(files) and f"committed {len(files)} files" in result.format()
     # what the board's CI then runs on the pull request passes
     assert all(r.valid for r in validate_paths([board_repo / "leaderboard" / "entries"]))
     assert not render_board(board_repo / "leaderboard", check=True).stale
@@ -60,7 +66,7 @@ def test_a_plugin_whose_installed_version_differs_is_refused_before_anything_is_
     data = json.loads(produced.path.read_text())
     data["method"]["version"] = "9.9.9"
     forged = save(tmp_path / "mine", data, artifacts_from=produced.path.parent)
-    result = submit(forged, board=board_repo / "leaderboard", smoke_plugins=False)
+    result = submit(forged, board=board_repo / "leaderboard", smoke_plugins=False, allow_demo=True)
     assert not result.ok and not result.files
     (name, passed, detail), = [c for c in result.checks if c[0] == "source"]
     assert not passed and "names version '9.9.9'" in detail and "pip install NAME==VERSION" in detail
@@ -92,8 +98,120 @@ def test_outside_a_git_checkout_the_steps_are_printed(capsys, tmp_path):
     shipped = sorted((Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo" / "public").glob(
         "public--demo--tiny--*.json"))[0]
     board = tmp_path / "plain" / "leaderboard"
-    assert main(["leaderboard", "submit", str(shipped), "--board", str(board), "--quiet"]) == 0
+    assert main(["leaderboard", "submit", str(shipped), "--board", str(board), "--quiet", "--allow-demo"]) == 0
     out = capsys.readouterr().out
     assert "ok   source: built-in method 'public'" in out and "is not in a git checkout" in out
     assert "git checkout -b submit/" in out and (board / "README.md").is_file()
     assert (board / "entries" / "demo" / "public" / shipped.name).is_file()
+
+
+def test_a_demo_data_entry_is_refused_without_allow_demo(produced, board_repo, capsys):
+    result = submit(produced.path, board=board_repo / "leaderboard", smoke_plugins=False)
+    assert not result.ok and [c[0] for c in result.checks] == ["validate", "plots", "data"] and not result.files
+    assert "synthetic demo data" in result.checks[-1][2] and "--allow-demo" in result.checks[-1][2]
+    assert main(["leaderboard", "submit", str(produced.path), "--board", str(board_repo / "leaderboard"),
+                 "--no-smoke", "--quiet"]) == 1
+    assert "FAIL data: snapshot demo is synthetic demo data" in capsys.readouterr().out
+    assert not (board_repo / "leaderboard" / "entries" / "demo").exists()
+
+
+def test_the_produced_entry_names_the_distribution_and_no_repository(produced):
+    method = produced.entry.method
+    assert (method.distribution, method.version, method.repository) == ("lfb-example-method", "0.1.0", None)
+    assert method.target == "lfb_example_method:DpUnigramExample"
+
+
+# --- a plug-in in a git checkout (an editable install): the commit, reachable in the recorded repository -------------
+URL = "https://example.org/me/lfb-git-unigram.git"
+
+
+def _editable(checkout: Path, site: Path, name: str, module: str, distribution: str) -> None:
+    """What `pip install -e CHECKOUT` leaves (PEP 660): a dist-info naming the folder (direct_url.json, editable), with
+    the entry point and top-level module; the checkout itself goes on the path."""
+    info = site / f"{distribution.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1.0\n")
+    (info / "top_level.txt").write_text(module + "\n")
+    cls = "".join(p.capitalize() for p in name.split("-"))
+    (info / "entry_points.txt").write_text(f"[largefedbench.methods]\n{name} = {module}:{cls}\n")
+    (info / "direct_url.json").write_text(json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}}))
+
+
+@pytest.fixture()
+def git_plugin(tmp_path, monkeypatch):
+    """`lfb new method git-unigram` in a git checkout whose commit is on origin/main, installed editable."""
+    from largefedbench.run.scaffold import new_method
+
+    checkout = new_method("git-unigram", tmp_path / "lfb-git-unigram")
+    for args in (["init", "-q"], ["config", "user.email", "t@example.org"], ["config", "user.name", "t"],
+                 ["add", "-A"], ["commit", "-q", "-m", "my method"], ["remote", "add", "origin", URL],
+                 ["update-ref", "refs/remotes/origin/main", "HEAD"]):  # as after `git push origin main`
+        _git(checkout, *args)
+    _editable(checkout, tmp_path / "site", "git-unigram", "lfb_git_unigram", "lfb-git-unigram")
+    monkeypatch.syspath_prepend(str(checkout))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    yield checkout
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith("lfb_git_unigram")]:
+        del sys.modules[name]
+
+
+def _as_git_plugin(produced, folder: Path, repository: dict | None) -> Path:
+    """The produced entry as if `lfb eval` had run the git plug-in (what it records of the method)."""
+    data = json.loads(produced.path.read_text())
+    data["method"].update(name="git-unigram", target="lfb_git_unigram:GitUnigram", source="lfb_git_unigram",
+                          version="0.1.0", distribution="lfb-git-unigram")
+    data["method"].pop("repository", None)
+    if repository is not None:
+        data["method"]["repository"] = repository
+    data["entry_id"] = "git-unigram--demo--tiny--eps1--" + ("none" if repository is None else repository["commit"][:8])
+    return save(folder, data, artifacts_from=produced.path.parent)
+
+
+def test_a_source_checkout_is_recorded_with_its_remote_commit_and_dirtiness(git_plugin):
+    from largefedbench.run.provenance import method_provenance, public_url
+
+    head = _git(git_plugin, "rev-parse", "HEAD")
+    assert method_provenance("lfb_git_unigram") == {
+        "distribution": "lfb-git-unigram", "repository": {"url": URL, "commit": head, "dirty": False}}
+    (git_plugin / "lfb_git_unigram" / "extra.py").write_text("x = 1\n")  # a file the commit does not hold
+    assert method_provenance("lfb_git_unigram")["repository"]["dirty"] is True
+    assert public_url("https://me:s3cret@github.com/me/x.git") == "https://github.com/me/x.git"  # no credentials
+    assert public_url("/home/me/repos/x.git") is None and public_url("file:///home/me/x") is None
+    assert public_url("git@github.com:me/x.git") == "git@github.com:me/x.git"
+
+
+def test_a_plugin_whose_commit_is_on_the_recorded_remote_is_accepted(produced, git_plugin, tmp_path, board_repo):
+    head = _git(git_plugin, "rev-parse", "HEAD")
+    entry = _as_git_plugin(produced, tmp_path / "mine", {"url": URL, "commit": head, "dirty": False})
+    result = submit(entry, board=board_repo / "leaderboard", smoke_plugins=False, allow_demo=True)
+    assert result.ok, result.format()
+    source = dict((name, detail) for name, _, detail in result.checks)["source"]
+    assert f"commit {head[:12]} of {URL} (on origin/main in {git_plugin})" in source
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("unpushed", "on no remote branch: push it"),
+    ("dirty", "(dirty: true)"),
+    ("other-remote", "no checkout of https://example.org/someone-else/x.git holds the installed module"),
+    ("no-commit", "the entry names no git commit"),
+])
+def test_a_plugin_only_on_the_submitters_disk_is_refused(case, expected, produced, git_plugin, tmp_path, board_repo):
+    head = _git(git_plugin, "rev-parse", "HEAD")
+    repository = {"url": URL, "commit": head, "dirty": False}
+    if case == "unpushed":
+        (git_plugin / "NOTES.md").write_text("more\n")
+        _git(git_plugin, "add", "-A")
+        _git(git_plugin, "commit", "-q", "-m", "not pushed")
+        repository["commit"] = _git(git_plugin, "rev-parse", "HEAD")
+    elif case == "dirty":
+        repository["dirty"] = True
+    elif case == "other-remote":
+        repository["url"] = "https://example.org/someone-else/x.git"
+    entry = _as_git_plugin(produced, tmp_path / "mine", None if case == "no-commit" else repository)
+    result = submit(entry, board=board_repo / "leaderboard", smoke_plugins=False, allow_demo=True)
+    (name, passed, detail), = [c for c in result.checks if c[0] == "source"]
+    assert not passed and not result.files and expected in detail, detail
+    assert "installed here from a local source, not a package index" in detail
+    assert "Publish the package to a package index" in detail and "commit the method to a git repository" in detail

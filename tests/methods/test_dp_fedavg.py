@@ -20,6 +20,8 @@ from largefedbench.fedtrain import FlatParams
 from largefedbench.methods.dp_fedavg import DPFedAvg
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 from largefedbench.rounds import UNRELEASED_FILE
+from largefedbench.rounds.checkpoints import CHECKPOINT_NAME
+from largefedbench.rounds.state_file import read_state
 
 DELTA = 1e-5
 
@@ -35,7 +37,7 @@ def large_eps_run(tiny, tmp_path_factory):
     fed = Federation(fd.train, seed=3)
     cfg = DPFedAvg.Config.tiny()
     budget = PrivacyBudget(50.0, DELTA)
-    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path_factory.mktemp("fedavg")), cfg, budget)
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path_factory.mktemp("fedavg"), fed=fed), cfg, budget)
     return fed, cfg, budget, artifact
 
 
@@ -58,8 +60,8 @@ def test_server_step_adds_the_calibrated_noise(tiny, tmp_path):
     fed = Federation(subset(tiny, 40), seed=1)
     cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=1, clients_per_round=4, client_lr=0.0, clip=0.3,
                               server_lr=0.7)
-    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(4.0, DELTA))
-    moved = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["state"]["server"]["weights"]
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path, fed=fed), cfg, PrivacyBudget(4.0, DELTA))
+    moved = read_state(tmp_path / CHECKPOINT_NAME, fix="")["method"]["state"]["server"]["weights"]
     noise = (moved - _flat(tiny[1].new_downstream())) * (0.1 * 40) / 0.7
     expected = artifact.info["sigma"] * 0.3
     assert noise.mean().abs() < 5 * expected / noise.numel() ** 0.5
@@ -72,7 +74,7 @@ def test_raw_update_norms_and_poisson_cohort_sizes_stay_out_of_the_history(tiny,
     fed = Federation(subset(tiny, 30), seed=0)
     cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=2, clients_per_round=10, max_local_steps=1,
                               record_update_norms=True)
-    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(8.0, 1e-3))
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path, fed=fed), cfg, PrivacyBudget(8.0, 1e-3))
     published = json.dumps([artifact.history[1:], artifact.info])  # round 0 (the public model) has no cohort
     for leak in ("mean_update_norm", "fraction_clipped", "cohort_size", '"clients"'):
         assert leak not in published
@@ -86,7 +88,7 @@ def test_raw_update_norms_and_poisson_cohort_sizes_stay_out_of_the_history(tiny,
 def test_an_empty_cohort_still_counts_as_a_round(tiny, tmp_path):
     fed = Federation(subset(tiny, 30), seed=0)
     cfg = dataclasses.replace(DPFedAvg.Config.tiny(), rounds=4, clients_per_round=1)
-    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(8.0, 1e-3))
+    artifact = DPFedAvg().train(fed, public_for(tiny, tmp_path, fed=fed), cfg, PrivacyBudget(8.0, 1e-3))
     sizes = [r["clients"] for r in fed.costs.rounds]  # federation-side counts, never in the history
     assert len(artifact.history) == 5 and 0 in sizes and any(sizes)  # seed 0 draws an empty and a non-empty cohort
     assert fed.ledger.events == (PoissonGaussianEvent(artifact.info["sigma"], 1 / 30, 4),)
@@ -99,7 +101,7 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tiny, tmp_path):
 
     def run(run_dir, cls=PublicResources):
         fed = Federation(subset(tiny, 300), seed=5)
-        return fed, DPFedAvg().train(fed, public_for(tiny, run_dir, cls), cfg, budget)
+        return fed, DPFedAvg().train(fed, public_for(tiny, run_dir, cls, fed=fed), cfg, budget)
 
     fed_a, straight = run(tmp_path / "straight")
     with pytest.raises(Killed):

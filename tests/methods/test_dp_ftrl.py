@@ -19,6 +19,8 @@ from largefedbench.fedtrain import FlatParams, ftrl_weights
 from largefedbench.methods.dp_ftrl import DPFTRL
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
+from largefedbench.rounds.checkpoints import CHECKPOINT_NAME
+from largefedbench.rounds.state_file import read_state
 
 DELTA = 1e-5
 N_CLIENTS = 300
@@ -35,7 +37,7 @@ def _flat(model) -> torch.Tensor:
 
 def run(tiny, run_dir, cfg=CFG, budget=BUDGET, cls=PublicResources):
     fed = Federation(subset(tiny, N_CLIENTS), seed=2)
-    return fed, DPFTRL().train(fed, public_for(tiny, run_dir, cls), cfg, budget)
+    return fed, DPFTRL().train(fed, public_for(tiny, run_dir, cls, fed=fed), cfg, budget)
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +105,8 @@ def test_model_noise_follows_the_tree(tiny, tmp_path):
     cfg = dataclasses.replace(CFG, rounds=3, clients_per_round=2, client_lr=0.0, server_momentum=0.0, server_lr=0.5,
                               clip=0.2)
     fed = Federation(subset(tiny, 6), seed=4)
-    artifact = DPFTRL().train(fed, public_for(tiny, tmp_path), cfg, PrivacyBudget(4.0, 0.01))
-    server = torch.load(tmp_path / "round-checkpoint.pt", weights_only=False)["method"]["state"]["server"]
+    artifact = DPFTRL().train(fed, public_for(tiny, tmp_path, fed=fed), cfg, PrivacyBudget(4.0, 0.01))
+    server = read_state(tmp_path / CHECKPOINT_NAME, fix="")["method"]["state"]["server"]
     noise = (server["weights"] - _flat(tiny[1].new_downstream())) * 2 / 0.5
     assert torch.equal(server["theta0"], _flat(tiny[1].new_downstream()))  # 6 // 2 = 3 rounds: one epoch
     assert noise.std().item() == pytest.approx(math.sqrt(2) * artifact.info["sigma"] * 0.2, rel=0.02)  # t=3: 2 nodes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import train_end_to_end
+from conftest import federation_and_public, train_end_to_end
 
 from largefedbench.client_views import ClientStore, chunk_view
 from largefedbench.data.federated import ClientSplit
@@ -37,8 +37,10 @@ def test_control_codes_follow_the_record_kind():
 
 
 def test_code_set_and_own_codes_on_the_demo(tiny):
+    from largefedbench.data.public_corpus import load_public_corpus
+
     fd = tiny[0]
-    codes = code_set(fd.public)
+    codes = code_set(load_public_corpus("split", fd).metadata)  # --public split: the pre-window records' metadata
     assert codes[-1] == OTHER and "Country: USA, Chamber: Senate" in codes and "Category: ecology" in codes
     chunk = chunk_view(ClientStore(fd.train), np.arange(len(fd.train)), round_=0, fed_seed=0)
     own = own_codes(chunk, codes)  # read on the clients, from each one's own record
@@ -81,10 +83,31 @@ def test_weak_votes_read_codes_on_the_clients_and_skip_strong_clients():
 
 
 @pytest.mark.slow
+def test_codes_come_from_the_public_corpus_only(tiny, tmp_path):
+    """Issue 60 item 6: the code set is the --public corpus's (none under generic: "Other" alone), never the
+    snapshot's pre-window records behind it."""
+    import dataclasses
+
+    from largefedbench.contract import PublicResources
+    from largefedbench.data.public_corpus import _corpus, load_public_corpus
+
+    fd, bundle, _ = tiny
+    generic = load_public_corpus("generic", fd)
+    assert code_set(PublicResources(models=bundle, seed=0, corpus=generic).public_metadata()) == [OTHER]
+    split = load_public_corpus("split", fd)
+    relabelled = _corpus("split", "test", list(split.documents), tuple({"category": "zoology"} for _ in split.metadata))
+    public = PublicResources(models=bundle, seed=0, run_dir=tmp_path, progress=False, corpus=relabelled)
+    fed, _ = federation_and_public(tiny, None)
+    cfg = dataclasses.replace(WeakClientVotingConfig.tiny(), rounds=1, n_generated=24)
+    art = WeakClientVoting().train(fed, public, cfg, BUDGET)
+    assert art.info["codes"] == ["Category: zoology", OTHER]  # the demo's own categories are not used
+
+
 def test_weak_client_voting_end_to_end(tiny, tmp_path):
     cfg = WeakClientVotingConfig.tiny()
     fed, art = train_end_to_end(tiny, tmp_path, WeakClientVoting(), cfg, BUDGET)
     info = art.info
+    assert info["codes"] == code_set(tiny[1].public_corpus.metadata) and "Category: ecology" in info["codes"]
 
     sp = analytic_gaussian_sigma(4.0 * cfg.profile_budget_share, 1e-5 / 3)
     sv = analytic_gaussian_sigma(4.0 * cfg.vote_budget_share, 1e-5 / 3)

@@ -38,7 +38,7 @@ def test_the_rounds_loop_puts_each_rounds_releases_in_its_history(tmp_path):
     fed = Federation(clients, embeddings=emb, seed=0)
     from rounds.test_rounds_loop import FakeSnapshot
 
-    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path, progress=False)
+    public = PublicResources(snapshot=FakeSnapshot.manifest, models=None, seed=0, run_dir=tmp_path, progress=False)
     loop = RoundsLoop(fed, public, State(), rounds=2, desc="test")
     for r in loop:
         fed.private_sum(fed.sample(0.5), lambda view: np.ones(3), clip=1.0, mechanism=Gaussian(2.0))

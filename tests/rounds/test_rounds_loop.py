@@ -46,7 +46,7 @@ class Walk:
 def walk(run_dir, *, kill_at: int | None = None, fingerprint=None):
     """Six rounds of a deterministic walk; validation score = −|position − 2|, best kept."""
     fed = Fed()
-    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=run_dir, progress=False)
+    public = PublicResources(snapshot=FakeSnapshot.manifest, models=None, seed=0, run_dir=run_dir, progress=False)
     loop = RoundsLoop(fed, public, Walk(0.0, []), rounds=6, first=1, desc="walk", select="max", fingerprint=fingerprint)
     for r in loop:
         if r == kill_at:
@@ -79,7 +79,7 @@ def test_a_checkpoint_of_another_configuration_is_refused(tmp_path):
 
 
 def test_the_state_must_be_a_dataclass_instance(tmp_path):
-    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path, progress=False)
+    public = PublicResources(snapshot=FakeSnapshot.manifest, models=None, seed=0, run_dir=tmp_path, progress=False)
     with pytest.raises(MethodError, match="dataclass"):
         RoundsLoop(Fed(), public, {"position": 0}, rounds=2, desc="x")
     loop = RoundsLoop(Fed(), public, Walk(0.0, []), rounds=2, desc="x")
@@ -88,7 +88,7 @@ def test_the_state_must_be_a_dataclass_instance(tmp_path):
 
 
 def test_offer_keeps_the_lowest_or_highest_and_never_a_nan_over_a_number(tmp_path):
-    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=None, progress=False)
+    public = PublicResources(snapshot=FakeSnapshot.manifest, models=None, seed=0, run_dir=None, progress=False)
     low = RoundsLoop(Fed(), public, Walk(0.0, []), rounds=1, desc="fid", select="min")
     assert low.offer(math.nan, 0, "a")  # nothing kept yet: even NaN is kept
     assert low.offer(3.0, 1, "b") and not low.offer(3.0, 2, "c") and not low.offer(math.nan, 3, "d")
@@ -97,11 +97,16 @@ def test_offer_keeps_the_lowest_or_highest_and_never_a_nan_over_a_number(tmp_pat
     assert high.offer(0.2, 0, "a") and not high.offer(0.1, 1, "b") and high.offer(0.3, 2, "c")
 
 
-def test_the_contributing_example_is_the_plug_in_and_at_most_60_lines():
+def test_the_contributing_example_is_the_plug_in_and_at_most_60_lines(tmp_path):
+    """The example is the plug-in `lfb new method` writes (the leaderboard tests' dp-unigram-example)."""
+    from largefedbench.run.scaffold import new_method
+
     doc = (ROOT / "CONTRIBUTING.md").read_text()
     shown = re.search(r"<!-- example:dp-unigram -->\n```python\n(.*?)```\n<!-- /example:dp-unigram -->", doc, re.S)
     assert shown, "CONTRIBUTING.md has no example block"
-    source = (ROOT / "tests/leaderboard/example_method_pkg/lfb_example_method/__init__.py").read_text()
+    paper = "an example plug-in (LargeFedBench tests): DP word histograms over Poisson cohorts"  # as conftest's
+    source = (new_method("dp-unigram-example", tmp_path / "pkg", module="lfb_example_method", paper=paper)
+              / "lfb_example_method" / "__init__.py").read_text()
     assert shown.group(1) in source and len(shown.group(1).splitlines()) <= 60
     assert "RoundsLoop(" in shown.group(1) and "resume(" not in source and "save_round(" not in source
 
@@ -123,7 +128,7 @@ def test_the_loop_times_the_server_as_the_round_less_the_clients_side(tmp_path):
     fd = load_snapshot(build_demo(root=tmp_path / "demo", n_clients=200, progress=False).path)
     fed = Federation(fd.train, seed=1)
     fed.clock.start()  # as the harness does before the method
-    public = PublicResources(fd=FakeSnapshot(), models=None, seed=0, run_dir=tmp_path / "run", progress=False)
+    public = PublicResources(snapshot=FakeSnapshot.manifest, models=None, seed=0, run_dir=tmp_path / "run", progress=False)
     loop = RoundsLoop(fed, public, Walk(0.0, []), rounds=2, desc="timed")
 
     def slow_client(view):

@@ -100,6 +100,22 @@ def test_prepare_resolves_the_config_and_a_stable_entry_id(lfb_home):
     assert a.budget.epsilon == 1.0 and a.budget.delta == 3e-6
 
 
+def test_select_on_public_is_its_own_run_and_command(lfb_home):
+    """Issue 60 item 7: --select-on public names another entry and run (its seeds select on other data) and the
+    recorded command re-runs it; private, the default, keeps the ids and command of every entry before it."""
+    from largefedbench.cli import build_parser
+    from largefedbench.run.command import command_for
+
+    private = prepare(EvalRequest(method="dp-fedavg", out=lfb_home / "b"))
+    public = prepare(EvalRequest(method="dp-fedavg", select_on="public", out=lfb_home / "b"))
+    assert private.entry_id != public.entry_id and private.run_dir != public.run_dir
+    assert "--select-on" not in command_for(private) and command_for(public).endswith("--select-on public")
+    args = build_parser().parse_args(command_for(public).split()[1:])
+    assert args.select_on == "public" and build_parser().parse_args(["eval", "--method", "pe"]).select_on == "private"
+    with pytest.raises(InputError, match="--select-on 'validation'"):
+        prepare(EvalRequest(method="dp-fedavg", select_on="validation", out=lfb_home / "b"))
+
+
 def test_finished_seeds_are_not_reused_after_the_profile_settings_change(lfb_home, monkeypatch):
     import dataclasses
 
@@ -129,8 +145,8 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
     from largefedbench.data.public_corpus import load_public_corpus
 
     corpus = load_public_corpus("split", prep.fd)
-    ev = harness.Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok", public_corpus=corpus),
-                            lambda m: None)
+    ev = harness.Evaluator(prep, SimpleNamespace(new_downstream=lambda: "model", tokenizer="tok", public_corpus=corpus,
+                                                 embedder=None, embedder_id="none", root=lfb_home), lambda m: None)
     public = prep.fd.public.all_spans()
     assert corpus.spans == public  # the tiny profile's public resources are the snapshot's pre-window split
     a, b = ev.replay_texts(40, seed=0), ev.replay_texts(40, seed=1)
@@ -140,8 +156,9 @@ def test_public_replay_mixes_seeded_public_spans_into_every_fine_tuning_set(lfb_
     assert len(ev.replay_texts(10 * len(public), seed=0)) == len(public)  # at most the whole public split
 
     seen = {}
-    monkeypatch.setattr("largefedbench.evaluation.train_downstream",
-                        lambda model, tok, texts, validation, **kw: seen.update(texts=texts) or SimpleNamespace(model=model))
+    monkeypatch.setattr("largefedbench.evaluation.downstream.train_downstream",
+                        lambda model, tok, texts, validation, **kw: seen.update(texts=texts) or
+                        SimpleNamespace(model=model, best_epoch=0, history=[None]))
     assert ev.train_on(["synthetic one", "synthetic two"], seed=3) == "model"
     assert seen["texts"] == ["synthetic one", "synthetic two", *ev.replay_texts(2, seed=3)]
 
@@ -215,25 +232,34 @@ def test_the_references_run_end_to_end_on_the_demo(tiny, tmp_path):
         nonpriv.entry.costs.method_seconds + nonpriv.entry.costs.downstream_seconds)
 
 
-def test_presets_follow_the_profile_and_cpu_falls_back_to_tiny():
+def test_presets_follow_the_profile_and_a_missing_cpu_preset_is_refused():
     from largefedbench.methods.dp_ftrl import DPFTRL
     from largefedbench.methods.popri import POPri
-    from largefedbench.run.presets import preset_config
+    from largefedbench.methods.references import PublicReference
+    from largefedbench.run.presets import preset_config, settings_table
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()
     assert preset_config(POPri, "paper") == POPri.Config()
     assert preset_config(DPFTRL, "cpu") == DPFTRL.Config.cpu() != DPFTRL.Config.tiny()
+    assert preset_config(PublicReference, "cpu") == PublicReference.Config()  # no settings: every preset is the same
 
     @dataclass(frozen=True)
-    class PluginConfig:  # a plug-in method's config with no cpu preset
+    class PluginConfig:  # a plug-in method's config with no cpu preset, and a paper() of its own
         rounds: int = 20
 
         @classmethod
         def tiny(cls):
             return cls(rounds=2)
 
-    plugin = type("Plugin", (), {"Config": PluginConfig})
-    assert preset_config(plugin, "cpu") == PluginConfig(rounds=2)
+        @classmethod
+        def paper(cls):
+            return cls(rounds=50)
+
+    plugin = type("Plugin", (), {"Config": PluginConfig, "name": "my-plugin"})
+    with pytest.raises(InputError, match=r"'my-plugin' has no cpu preset.*cpu\(\).*--preset tiny"):
+        preset_config(plugin, "cpu")  # not its tiny settings, silently
+    assert preset_config(plugin, "paper") == PluginConfig(rounds=50) and preset_config(plugin, "tiny").rounds == 2
+    assert settings_table(plugin) == [{"setting": "rounds", "type": "int", "paper": 50, "cpu": None, "tiny": 2}]
     with pytest.raises(InputError, match="--preset 'huge'"):
         preset_config(POPri, "huge")
 
@@ -265,6 +291,15 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert tuned["epochs"] == len(tuned["validation_top1"]) - 1 >= 1
     assert tuned["best_epoch"] == tuned["validation_top1"].index(max(tuned["validation_top1"]))
     assert tuned["validation_top1"][tuned["best_epoch"]] == pytest.approx(stored["validation"]["top1"], abs=1e-6)
+    # issue 60 item 7: every choice on the validation clients is recorded: POPri's lowest-FID round, the epoch
+    (rounds, epoch) = stored["selections"]
+    assert rounds["by"] == "method" and rounds["metric"] == "fid" and rounds["on"] == "private"
+    assert rounds["candidates"] == result.entry.config.method["rounds"] + 1  # every round, and the state after them
+    assert epoch == {"by": "harness", "what": "downstream epoch", "metric": "top1", "chosen": tuned["best_epoch"],
+                     "candidates": tuned["epochs"] + 1, "on": "private"}
+    sel = result.entry.selection
+    assert sel.on == "private" and [r.model_dump() for r in sel.per_seed[0]] == stored["selections"]
+    assert result.entry.selected_on_private and "--select-on" not in result.entry.config.command
 
     # the no-signal row is a method of its own too: ε = 0, nothing released, the untouched generator's text
     row = run_eval(EvalRequest(method="generator-only", seeds=(0,), out=tmp_path, home=root, progress=False),
@@ -356,6 +391,12 @@ def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the
     assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
     assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers
     assert resumed.entry.privacy.epsilon == whole.entry.privacy.epsilon
+    # the method's choice (DP-FedAvg's best round of 0..2 by validation top-1) is kept with its output
+    (best,) = whole.entry.selection.per_seed[0]
+    assert (best.by, best.metric, best.candidates, best.on) == ("method", "top1", 3, "private")
+    scores = [(h["validation_top1"], -h["round"]) for h in whole.entry.history[0] if "validation_top1" in h]
+    assert best.chosen == -max(scores)[1]  # the first round with the best validation top-1
+    assert resumed.entry.selection == whole.entry.selection
     # the run checks its seeds' precision before any work: a seed made in another one is not pooled into the entry
     done = next((tmp_path / "killed" / ".runs").glob("*/seed-0/result.json"))
     done.write_text(json.dumps({**json.loads(done.read_text()), "precision": {"generation": "float16",
