@@ -115,7 +115,7 @@ class Method:
 class PublicResources:
     """Everything a method may use that is not private client data, for one seed of one run: exactly the public
     corpus that ``--public`` names (under ``split``, the snapshot's pre-window records), the profile's models and the
-    run's configuration. It holds no reference to the loaded snapshot or any of its splits (issue 60 item 6); model
+    run's configuration. It holds no reference to the loaded snapshot or any of its splits; model
     selection on held-out data goes through ``fed.selection`` (:class:`Selection`), where it is recorded."""
 
     def __init__(self, *, models, seed: int, corpus=None, snapshot: dict[str, Any] | None = None,
@@ -197,7 +197,7 @@ class PublicResources:
 
 class Selection:
     """Model selection on held-out data: how a method and the harness choose among candidates (a round's weights,
-    a downstream epoch), and the record of every choice made (issue 60 item 7).
+    a downstream epoch), and the record of every choice made.
 
     ``on`` is ``"private"`` (the validation clients' spans, read without noise: the entry says so) or ``"public"``
     (``lfb eval --select-on public``: a held-out slice of the public corpus that no method or downstream training

@@ -146,7 +146,7 @@ class Federation:
         #: every release's public signal-to-noise numbers, in order (:func:`release_snr`)
         self.releases: list[dict[str, Any]] = []
         #: model selection on held-out data (``contract.Selection``: the validation clients or a held-out public
-        #: slice), set by the harness; every choice made through it is recorded in the entry (issue 60 item 7)
+        #: slice), set by the harness; every choice made through it is recorded in the entry
         self.selection = None
 
     # -- who takes part --------------------------------------------------------------------------------

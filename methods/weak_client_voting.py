@@ -20,7 +20,7 @@ Control codes (public and predetermined, as the paper assumes, following Yue et 
 ``category``, parliamentary records by country × chamber, the demo by whichever of the two its record has; the code
 set is the one found in the metadata of the run's public corpus (``public.public_metadata()``) plus "Other" for codes
 it lacks. Only ``--public split`` (the pre-window records) carries such metadata; under ``generic`` or ``c4`` the set
-is "Other" alone, so every client shares one code and the method runs unconditioned (issue 60 item 6).
+is "Other" alone, so every client shares one code and the method runs unconditioned.
 
 Privacy: the benchmark's ledger composes every release sequentially, so the per-client split of App. B
 (strong: ε_train + ε_prof; weak: ε_vote + ε_prof; ε = 8 → 6 + 2) becomes shares of one composition: the profile and
@@ -84,7 +84,7 @@ DEVIATIONS = (
     ("the control-code set is read from the run's public corpus (the paper takes the codes as public and given): "
      "under --public split the pre-window records' categories and chambers; --public generic and c4 carry no such "
      "metadata, so there the set is 'Other' alone and fine-tuning, profile, generation and votes run with one code "
-     "(unconditioned). Before issue 60 the set was read from the pre-window records whatever --public said"),
+     "(unconditioned). Earlier versions read the set from the pre-window records whatever --public said"),
 )
 
 

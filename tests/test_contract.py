@@ -97,7 +97,7 @@ def test_a_bare_run_has_no_selection_and_no_private_access():
         selection_of(FakeFederation())
     public = resources()
     for name in ("validation_accuracy", "validation_embeddings", "train_downstream", "public", "_fd"):
-        assert not hasattr(public, name)  # issue 60: model selection is fed.selection's, recorded
+        assert not hasattr(public, name)  # model selection is fed.selection's, recorded
     with pytest.raises(MethodError, match="no public corpus"):
         PublicResources(models=None, seed=0).public_texts()
 

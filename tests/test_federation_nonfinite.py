@@ -1,4 +1,4 @@
-"""Issue 61 item 3: a client vector with a NaN or ±inf entry is summed as a zero row, on every path (per client and
+"""A client vector with a NaN or ±inf entry is summed as a zero row, on every path (per client and
 batched, numpy and torch, any chunking, every executor), so no release is ever non-finite and nothing un-noised
 (the release, the ledger, the costs, the releases' record) tells whether or how many clients sent one."""
 

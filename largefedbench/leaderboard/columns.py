@@ -92,7 +92,7 @@ def _reproduced(row: Row) -> str:
         return "not re-run"
     tol = r.tolerances
     which = "" if r.seeds is None else f" · {seeds_text(r.seeds)} of {len(row.entry.seeds)}"
-    acc = (f"±{tol['accuracy']:g}" if "accuracy" in tol else  # a fixed tolerance (every record before issue 60)
+    acc = (f"±{tol['accuracy']:g}" if "accuracy" in tol else  # a fixed tolerance (records made before reproduce used the seed spread)
            f"±{tol.get('accuracy_spread_sds', 0):g} SD of seeds, ≥ {100 * tol.get('accuracy_floor', 0):g} pt")
     now = outside_seed_spread(r, row.entry)
     later = f" · NO by the seed spread ({now} outside)" if now else ""
@@ -158,7 +158,7 @@ def _gain_text(row: Row) -> str:
 def _selected_on(row: Row) -> str:
     private = row.entry.selected_on_private
     if private is None:
-        return "private?"  # before issue 60: every choice made was on the validation clients, unrecorded
+        return "private?"  # an entry without a selection section: its choices were made on the validation clients, unrecorded
     return "private" if private else "public" if row.entry.select_on == "public" else "–"
 
 

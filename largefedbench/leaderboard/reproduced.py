@@ -60,7 +60,7 @@ class ReproductionRecord(_Strict):
     entry_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     reproduced_at: str  # UTC, ISO 8601
     ok: bool
-    #: accuracy (fixed, absolute; every record before issue 60) or accuracy_spread_sds and accuracy_floor (the
+    #: accuracy (fixed, absolute; older records) or accuracy_spread_sds and accuracy_floor (the
     #: entry's seed spread, run/reproduce.py), gap_closed, fid_relative, audit_epsilon, epsilon_relative
     tolerances: dict[str, float]
     comparisons: list[RecordedComparison] = Field(min_length=1)
@@ -138,7 +138,7 @@ _ACCURACY = re.compile(r"^(next_token_accuracy|reference_public|reference_non_pr
 
 
 def outside_seed_spread(record: ReproductionRecord, entry: Any) -> int:
-    """How many accuracies of a record judged at one fixed tolerance (every record before issue 60) lie outside
+    """How many accuracies of a record judged at one fixed tolerance (older records) lie outside
     today's rule, the entry's own seed spread with its floor (:func:`~.ranks.spread_tolerance`); 0 for a record
     judged by that rule already."""
     if "accuracy" not in record.tolerances:

@@ -63,7 +63,7 @@ class MethodSection(_Strict):
     target: str  # "module:Class"
     paper: str
     output: Literal["synthetic text", "model"]
-    distribution: str | None = None  # a plug-in's installed distribution (entries before issue 63 have none)
+    distribution: str | None = None  # a plug-in's installed distribution (older entries have none)
     repository: RepositorySection | None = None
 
 
@@ -187,7 +187,7 @@ class SelectionRecord(_Strict):
 
 
 class SelectionSection(_Strict):
-    """Model selection (issue 60 item 7): what every choice was made on — ``private``, the validation clients, read
+    """Model selection: what every choice was made on — ``private``, the validation clients, read
     without noise and outside the ledger, or ``public``, a held-out slice of the public corpus (``lfb eval
     --select-on public``) — and each seed's choices. Absent in entries made before it was recorded (they selected on
     the validation clients)."""
@@ -323,7 +323,7 @@ class Entry(_Strict):
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
     declared: DeclaredSection | None = None  # `lfb eval --synthetic` entries only
     public: PublicSection | None = None  # absent in entries made before issue 25: the snapshot's public split
-    selection: SelectionSection | None = None  # absent in entries made before issue 60: selected on validation clients
+    selection: SelectionSection | None = None  # absent in older entries: they selected on validation clients
 
     @model_validator(mode="after")
     def _selection_per_seed(self) -> Entry:
@@ -334,7 +334,7 @@ class Entry(_Strict):
 
     @property
     def select_on(self) -> str:
-        """What model selection ran on: ``private`` (the validation clients; every entry before issue 60) or
+        """What model selection ran on: ``private`` (the validation clients; every entry without this section) or
         ``public`` (a held-out public slice)."""
         return self.selection.on if self.selection is not None else "private"
 

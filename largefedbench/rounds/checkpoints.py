@@ -14,7 +14,7 @@ from largefedbench.rounds.state_file import read_state, refuse_legacy, write_sta
 __all__ = ["CHECKPOINT_NAME", "LEGACY_SUFFIX", "checkpoint_files", "checkpoint_name", "load_round", "save_round"]
 
 CHECKPOINT_NAME = "round-checkpoint.safetensors"
-#: the suffix of the pickle checkpoints written before issue 61 (``torch.save``): refused, never unpickled
+#: the suffix of the pickle checkpoints of the old format (``torch.save``): refused, never unpickled
 LEGACY_SUFFIX = ".pt"
 
 
@@ -50,7 +50,7 @@ def save_round(path: Path, fed, round_index: int, state: dict[str, Any]) -> None
 def load_round(path: Path, fed) -> tuple[int, dict[str, Any]] | None:
     """``(last completed round, method state)`` saved at ``path``, restoring ``fed`` and adding the saved time to its
     clock (a checkpoint older than the clock adds none); None without a checkpoint. A pickle checkpoint beside it
-    (``.pt``, before issue 61), or a ``path`` that is not tensors and JSON, is refused with an ``InputError``."""
+    (``.pt``, the old format), or a ``path`` that is not tensors and JSON, is refused with an ``InputError``."""
     path = Path(path)
     legacy = path.with_suffix(LEGACY_SUFFIX)
     if not path.exists():

@@ -47,7 +47,7 @@ class Best:
     score: float = math.nan
     round: int | None = None
     weights: Any = None
-    offers: int = 0  # candidates offered so far (a checkpoint before issue 60 has none: 0)
+    offers: int = 0  # candidates offered so far (an older checkpoint has none: 0)
 
 
 class RoundsLoop(Generic[S]):

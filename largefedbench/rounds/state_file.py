@@ -1,5 +1,4 @@
-"""Checkpoint files that reading cannot turn into code: tensors in a safetensors file, the rest as JSON (issue 61
-item 5).
+"""Checkpoint files that reading cannot turn into code: tensors in a safetensors file, the rest as JSON.
 
 A run folder can come from someone else (a shared or downloaded run), and ``torch.load(weights_only=False)`` or
 pickle runs whatever code the file names. :func:`write_state` stores a tree of
@@ -245,7 +244,7 @@ def read_state(path: Path, *, fix: str, device: Any = None) -> Any:
 
 
 def refuse_legacy(path: Path, *, fix: str) -> None:
-    """Refuse a checkpoint of the pickle format (``torch.save``, before issue 61) without opening it."""
+    """Refuse a checkpoint of the pickle format (``torch.save``, the old format) without opening it."""
     raise InputError(f"{path} is a checkpoint in the old pickle format (torch.save); LargeFedBench no longer unpickles "
                      f"checkpoints, since unpickling a file can run code and a run folder may come from someone else. "
                      f"{fix}")

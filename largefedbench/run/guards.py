@@ -3,8 +3,8 @@
 The Federation's public API enforces the rest: nothing public returns per-client rows (client data leaves only as
 ``private_sum``'s noised sums), so the one thing left to watch is a method reaching around it through the
 federation's private attributes (``fed._clients``, ``fed._embeddings``, ``fed._store`` and the client store's
-attributes, e.g. ``fed._store.spans``); the snapshot is out of reach (``PublicResources`` holds public data only,
-issue 60). Reads by the federation, its client views and executors
+attributes, e.g. ``fed._store.spans``); the snapshot is out of reach (``PublicResources`` holds public data only).
+Reads by the federation, its client views and executors
 (``private_sum``'s chunks, locally or on Ray workers) are the legitimate ones; client functions see their own
 clients through the views they are given.
 

@@ -1,4 +1,4 @@
-"""Where a plug-in method's code can be found again (issue 63): the installed distribution that holds its module and,
+"""Where a plug-in method's code can be found again: the installed distribution that holds its module and,
 for a source checkout (an editable or local-folder install, or a module inside a git work tree) or a ``pip install
 git+URL@COMMIT``, the repository's URL, the commit and whether the method's files differ from it (``dirty``).
 

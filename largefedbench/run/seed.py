@@ -237,7 +237,7 @@ def load_method_output(path: Path, fed, stamp: dict[str, Any], device,
     ``fed``'s ledger, costs and RNG; a model artifact's weights are loaded into ``new_model()`` (the bundle's
     ``new_downstream``) on ``device``. None when there is none, or it was made by another version of LargeFedBench or
     of the method, or its weights do not fit ``new_model()``'s (the method then runs again). A pickle
-    ``method-output.pt`` (before issue 61) is refused."""
+    ``method-output.pt`` (the old pickle format) is refused."""
     from largefedbench.rounds.state_file import read_state, refuse_legacy
 
     fix = f"Delete {{}} to run the method of that seed again (or delete its seed folder, {Path(path).parent})."

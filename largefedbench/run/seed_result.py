@@ -45,7 +45,7 @@ class SeedResult:
     downstream: dict[str, Any] | None = None  # synthetic-text methods: the fine-tuning's kept epoch (downstream_summary)
     precision: dict[str, str] | None = None  # what the seed sampled and trained in (models.precision.precision_record)
     #: every choice made on held-out data (contract.Selection.records: by, what, metric, chosen, candidates, on);
-    #: [] when none was made, None in results stored before issue 60 recorded them
+    #: [] when none was made, None in results stored before selections were recorded
     selections: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def with_seeds(data: dict[str, Any], seeds: list[int], spread: float = 0.002) ->
         p["calibrations"] = [copy.deepcopy(p["calibrations"][i % len(p["calibrations"])]) for i in range(len(seeds))]
     p["epsilon_per_seed"] = [p["epsilon_per_seed"][i % len(p["epsilon_per_seed"])] for i in range(len(seeds))]
     out["history"] = [out["history"][i % len(out["history"])] for i in range(len(seeds))] if out["history"] else []
-    if out.get("selection"):  # one list of choices per seed (issue 60 item 7)
+    if out.get("selection"):  # one list of choices per seed
         per = out["selection"]["per_seed"]
         out["selection"]["per_seed"] = [copy.deepcopy(per[i % len(per)]) for i in range(len(seeds))]
     out["seeds"] = list(seeds)

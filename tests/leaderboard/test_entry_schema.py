@@ -78,7 +78,7 @@ def test_safe_ids(value, safe):
 
 
 def test_an_entry_records_its_selections_and_the_board_marks_private_ones():
-    """Issue 60 item 7: the selection section (each seed's choices and what they were made on) validates; a record
+    """The selection section (each seed's choices and what they were made on) validates; a record
     on other data than the section says, or a seed count that differs, is refused; entries without one read as
     having selected on the validation clients, unrecorded."""
     from types import SimpleNamespace

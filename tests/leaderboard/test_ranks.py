@@ -1,4 +1,4 @@
-"""Ranks the seeds support (issue 60 item 1), the compute columns (item 2) and reproduce's tolerance from the entry's
+"""Ranks the seeds support, the compute columns and reproduce's tolerance from the entry's
 own seed spread: planted per-seed values with known answers, on entries built from a committed one."""
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def test_weak_votes_read_codes_on_the_clients_and_skip_strong_clients():
 
 @pytest.mark.slow
 def test_codes_come_from_the_public_corpus_only(tiny, tmp_path):
-    """Issue 60 item 6: the code set is the --public corpus's (none under generic: "Other" alone), never the
+    """The code set is the --public corpus's (none under generic: "Other" alone), never the
     snapshot's pre-window records behind it."""
     import dataclasses
 

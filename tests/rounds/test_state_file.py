@@ -1,4 +1,4 @@
-"""Issue 61 item 5: checkpoints are tensors (safetensors) and JSON, never a pickle. Every supported type comes back
+"""Checkpoints are tensors (safetensors) and JSON, never a pickle. Every supported type comes back
 exactly; an unsupported one stops the write naming where it is; a pickle in a run folder is refused unread."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_prepare_resolves_the_config_and_a_stable_entry_id(lfb_home):
 
 
 def test_select_on_public_is_its_own_run_and_command(lfb_home):
-    """Issue 60 item 7: --select-on public names another entry and run (its seeds select on other data) and the
+    """--select-on public names another entry and run (its seeds select on other data) and the
     recorded command re-runs it; private, the default, keeps the ids and command of every entry before it."""
     from largefedbench.cli import build_parser
     from largefedbench.run.command import command_for
@@ -291,7 +291,7 @@ def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_wind
     assert tuned["epochs"] == len(tuned["validation_top1"]) - 1 >= 1
     assert tuned["best_epoch"] == tuned["validation_top1"].index(max(tuned["validation_top1"]))
     assert tuned["validation_top1"][tuned["best_epoch"]] == pytest.approx(stored["validation"]["top1"], abs=1e-6)
-    # issue 60 item 7: every choice on the validation clients is recorded: POPri's lowest-FID round, the epoch
+    # every choice on the validation clients is recorded: POPri's lowest-FID round, the epoch
     (rounds, epoch) = stored["selections"]
     assert rounds["by"] == "method" and rounds["metric"] == "fid" and rounds["on"] == "private"
     assert rounds["candidates"] == result.entry.config.method["rounds"] + 1  # every round, and the state after them

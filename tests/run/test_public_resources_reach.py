@@ -1,4 +1,4 @@
-"""Issue 60 items 6 and 7: what a method is handed reaches nothing private.
+"""What a method is handed reaches nothing private.
 
 Under ``--public generic`` no attribute path from ``PublicResources`` reaches the loaded snapshot, any of its splits
 (the pre-window records included: they are not the run's public resources) or a span of them, walking every attribute,
@@ -116,7 +116,7 @@ def test_public_resources_under_generic_reach_no_snapshot_and_no_private_span(ge
     assert id(fd.test) in walk(types.SimpleNamespace(peek=lambda: fd))[0]  # a closure over the snapshot is seen
     seen, strings = walk(public)
     reached = {what: seen[i] for i, what in private_objects(fd).items() if i in seen}
-    assert not reached, reached  # e.g. {"the snapshot": "public._fd"} before issue 60
+    assert not reached, reached  # e.g. {"the snapshot": "public._fd"} when it held the snapshot
     for split in ("train", "validation", "test", "public"):
         spans = set(fd[split].all_spans())
         assert not spans & strings, f"a span of the {split} split is reachable from PublicResources"
