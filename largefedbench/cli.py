@@ -405,8 +405,9 @@ def cmd_eval(args) -> int:
               f"{m.gain_over_generator_only.mean:+.4f} ± {m.gain_over_generator_only.std:.4f}")
     if m.window_novel is not None:
         w = m.window_novel
-        print(f"window-novel tokens ({w.n_tokens} ids, k = {w.k:g}): top-1 {w.top1.mean:.4f} (ε=0 {w.reference_public:.4f}, "
-              f"ε=∞ {w.reference_non_private.mean:.4f})")
+        ci = f" ± {w.ci95:.4f} (95 % over the positions)" if w.ci95 is not None else ""
+        print(f"window-novel tokens ({w.n_tokens} ids, k = {w.k:g}, against {w.reference}; {w.n_test_positions} test "
+              f"positions): top-1 {w.top1.mean:.4f}{ci} (ε=0 {w.reference_public:.4f}, ε=∞ {w.reference_non_private.mean:.4f})")
     print(f"public resources: {entry.public_kind}")
     print(f"entry written to {result.path}")
     for name, path in result.plots.items():

@@ -28,6 +28,7 @@ BUILTIN_METHODS: dict[str, str] = {
     "public": "largefedbench.methods.references:PublicReference",
     "non-private": "largefedbench.methods.references:NonPrivateReference",
     "generator-only": "largefedbench.methods.generator_only:GeneratorOnly",
+    "real-at-budget": "largefedbench.methods.real_at_budget:RealAtBudget",
     "dp-fedavg": "largefedbench.methods.dp_fedavg:DPFedAvg",
     "dp-ftrl": "largefedbench.methods.dp_ftrl:DPFTRL",
     "pe": "largefedbench.methods.pe:PrivateEvolution",

@@ -21,7 +21,7 @@ from largefedbench.leaderboard.schema import Entry, epsilon_value
 EPSILON_BUCKETS: tuple[tuple[str, float], ...] = (("ε ≤ 1", 1.0), ("1 < ε ≤ 4", 4.0), ("4 < ε ≤ 8", 8.0),
                                                   ("ε > 8", math.inf))
 _UNSAFE = re.compile(r"[^a-z0-9._-]|\.\.")
-REFERENCES = "references (ε = 0: public model, generator-only; ε = ∞: non-private)"
+REFERENCES = "references (ε = 0: public model, generator-only; ε = ∞: non-private, real text at the synthetic budget)"
 SECTIONS = ("ranked", "unranked", "contaminated", "diagnostic", "declared")
 SECTION_TITLES = {"ranked": "Ranked", "unranked": f"Unranked: fewer than {MIN_RANKED_SEEDS} seeds",
                   "contaminated": "Possibly contaminated: the window does not start after the model's knowledge cutoff",

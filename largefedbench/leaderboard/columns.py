@@ -126,14 +126,31 @@ def _metric(name: str) -> Callable[[Row], float | None]:
     return lambda row: getattr(row.entry.metrics, name).mean if getattr(row.entry.metrics, name) is not None else None
 
 
-def _novel(row: Row) -> float | None:
+def _novel_section(row: Row):
+    """The window-novel section when it is measured against the run's public corpus (older entries compared with
+    the domain's pre-window records, which no method under --public generic sees: not shown)."""
     w = row.entry.metrics.window_novel
+    return w if w is not None and w.reference is not None else None
+
+
+def _novel(row: Row) -> float | None:
+    w = _novel_section(row)
     return w.top1.mean if w is not None else None
 
 
 def _novel_text(row: Row) -> str:
-    w = row.entry.metrics.window_novel
-    return "–" if w is None else _pct(w.top1.mean, w.top1.std)
+    w = _novel_section(row)
+    if w is None:
+        return "–"
+    ci = f" (±{100 * w.ci95:.1f})" if w.ci95 is not None else ""
+    return _pct(w.top1.mean, w.top1.std) + ci
+
+
+def novel_separates(rows: list[Row]) -> bool:
+    """Whether two rows' window-novel top-1 differ by more than their combined 95 % intervals: where none do, the
+    column cannot tell the rows apart and a table leaves it out."""
+    points = [(w.top1.mean, w.ci95) for w in map(_novel_section, rows) if w is not None and w.ci95 is not None]
+    return any(abs(a - b) > math.hypot(ca, cb) for i, (a, ca) in enumerate(points) for b, cb in points[i + 1:])
 
 
 #: marks a row whose generator-only numbers are not its group's newest (the footnote under the group)
@@ -192,7 +209,9 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: r.entry.metrics.gap_closed.mean,
            lambda r: f"{r.entry.metrics.gap_closed.mean:.3f} ± {r.entry.metrics.gap_closed.std:.3f}"),
     Column("novel", "Novel top-1 %", "top-1 on the test positions whose target is a window-novel token (its train "
-           "frequency ≥ k × its pre-window frequency): what the window adds beyond style", _novel, _novel_text),
+           "frequency ≥ k × its frequency in the run's public corpus): what the window adds beyond what public data "
+           "teaches; mean ± std over seeds (± one seed's 95 % interval over the scored positions); a table leaves the "
+           "column out where no two rows differ by more than their intervals", _novel, _novel_text),
     Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples, "
            "same pipeline, no client consulted), in points: mean ± std over seeds; † its generator-only numbers are "
            "not the group's newest", _gain, _gain_text),
@@ -250,10 +269,13 @@ TARGET = Column("target", "Target ε", "the ε the run's noise was calibrated fo
                 lambda r: r.target_epsilon, lambda r: _num(r.target_epsilon, 4))
 
 
-def columns_for(status: str) -> tuple[Column, ...]:
-    """The ranked table's columns; other sections add why an entry is apart, diagnostics their target ε."""
+def columns_for(status: str, rows: list[Row] | None = None) -> tuple[Column, ...]:
+    """The ranked table's columns; other sections add why an entry is apart, diagnostics their target ε. Given the
+    table's ``rows``, the window-novel column is left out where it separates none of them."""
     cols = COLUMNS if status == "ranked" else COLUMNS + (NOTE,)
     if status == "diagnostic":
         at = next(i for i, c in enumerate(cols) if c.key == "epsilon") + 1
         cols = cols[:at] + (TARGET,) + cols[at:]
+    if rows is not None and not novel_separates(rows):
+        cols = tuple(c for c in cols if c.key != "novel")
     return cols

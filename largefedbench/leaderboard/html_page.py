@@ -133,7 +133,7 @@ def _cell(column: Column, row: Row) -> str:
 
 
 def _table(rows: list[Row], status: str, bucket: str, group: Group) -> str:
-    cols = columns_for(status)
+    cols = columns_for(status, rows)
     head = "".join(f'<th scope="col" data-key="{c.key}" data-type="{"num" if c.numeric else "text"}" '
                    f'title="{escape(c.help)}"><button type="button">{escape(c.header)}</button></th>' for c in cols)
     body = []

@@ -42,7 +42,7 @@ def _cell(column: Column, row: Row) -> str:
 
 
 def _table(rows: list[Row], status: str) -> list[str]:
-    cols = columns_for(status)
+    cols = columns_for(status, rows)
     lines = ["| " + " | ".join(md_escape(c.header) for c in cols) + " |",
              "|" + "|".join("---:" if c.numeric else ":---" for c in cols) + "|"]
     lines += ["| " + " | ".join(_cell(c, r) for c in cols) + " |" for r in rows]

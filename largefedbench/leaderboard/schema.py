@@ -123,13 +123,17 @@ class AccuracySection(_Strict):
 
 
 class WindowNovelSection(_Strict):
-    """Next-token top-1 on the test positions whose target is a window-novel token (issue 25): a token whose
-    frequency in the private train clients is >= ``k`` × its frequency in the domain's pre-window records."""
+    """Next-token top-1 on the test positions whose target is a window-novel token: a token whose frequency in the
+    private train clients is >= ``k`` × its frequency in ``reference`` (the run's public corpus; entries without
+    ``reference`` compared with the domain's pre-window records, which no method under --public generic sees, and
+    the board does not show them)."""
 
     k: Annotated[float, Field(gt=0.0)]
     min_count: int = Field(ge=1)
     n_tokens: int = Field(ge=0)  # the size of the novel-token list
     n_test_positions: int = Field(ge=0)  # test targets that are novel tokens
+    reference: str | None = None  # the corpus the frequencies were compared with
+    ci95: Finite | None = None  # half-width of one seed's 95 % interval at n_test_positions (positions as independent)
     top1: Stat  # NaN-free: a run whose test split has no novel target has no section
     reference_public: Finite
     reference_non_private: Stat

@@ -229,10 +229,13 @@ def _window_novel(results: list[SeedResult], public: dict[str, float], non_priva
     if novel is None or base is None or None in rows + refs + gens:
         return None
     from largefedbench.evaluation import gap_closed
+    from largefedbench.evaluation.novel_tokens import interval95
 
+    n_positions = int(results[0].test.get("novel_n_tokens", 0))
     return WindowNovelSection(
-        k=novel["k"], min_count=novel["min_count"], n_tokens=novel["n_tokens"],
-        n_test_positions=int(results[0].test.get("novel_n_tokens", 0)), top1=Stat(**_stat(rows)),
+        k=novel["k"], min_count=novel["min_count"], n_tokens=novel["n_tokens"], n_test_positions=n_positions,
+        reference=novel.get("reference"), ci95=interval95(float(np.mean(rows)), n_positions) if n_positions else None,
+        top1=Stat(**_stat(rows)),
         reference_public=base, reference_non_private=Stat(**_stat(refs)),
         reference_generator_only=Stat(**_stat(gens)) if gens else None,
         gap_closed=None if base in refs else Stat(**_stat([gap_closed(a, base, b) for a, b in zip(rows, refs)])),

@@ -59,12 +59,13 @@ class Evaluator:
 
     @property
     def novel(self):
-        """The window-novel tokens of the snapshot (train clients against pre-window records), computed once."""
+        """The window-novel tokens of the run (train clients against the methods' public corpus), computed once."""
         if self._novel is None:
             from largefedbench.evaluation.novel_tokens import window_novel_tokens
 
-            fd = self.prep.fd
-            self._novel = window_novel_tokens(self.bundle.tokenizer, fd.train.all_spans(), fd.public.all_spans())
+            corpus = self.public_corpus
+            self._novel = window_novel_tokens(self.bundle.tokenizer, self.prep.fd.train.all_spans(), corpus.spans,
+                                              reference=f"{corpus.kind}: {corpus.source} ({corpus.n_spans} spans)")
         return self._novel
 
     def test_metrics(self, model) -> dict[str, float]:

@@ -127,12 +127,23 @@ def test_window_novel_targets_count_only_the_positions_whose_target_they_name(to
     assert none["n_tokens"] == 0 and math.isnan(none["top1"])
 
 
-def test_window_novel_tokens_are_frequent_in_the_window_and_rare_before_it(toy_tokenizer):
+def test_window_novel_tokens_are_frequent_in_the_window_and_rare_in_the_public_corpus(toy_tokenizer):
     from largefedbench.evaluation.novel_tokens import window_novel_tokens
 
     train = ["a b c d"] * 30 + ["d d d d"] * 10  # d: 70 of 160 tokens in the window
-    before = ["a b c"] * 100 + ["d"]  # d: once in 301 tokens before it
-    novel = window_novel_tokens(toy_tokenizer, train, before, k=10, min_count=20)
-    assert novel.ids == (4,)  # only d; a, b, c are as frequent before the window as in it
-    assert novel.describe() == {"k": 10.0, "min_count": 20, "n_tokens": 1, "train_tokens": 160, "pre_window_tokens": 301}
-    assert window_novel_tokens(toy_tokenizer, train, before, k=10, min_count=100).ids == ()  # too rare to count
+    public = ["a b c"] * 100 + ["d"]  # d: once in 301 tokens of the public corpus
+    novel = window_novel_tokens(toy_tokenizer, train, public, reference="generic", k=10, min_count=20)
+    assert novel.ids == (4,)  # only d; a, b, c are as frequent in the public corpus as in the window
+    assert novel.describe() == {"k": 10.0, "min_count": 20, "n_tokens": 1, "train_tokens": 160,
+                                "reference_tokens": 301, "reference": "generic"}
+    assert window_novel_tokens(toy_tokenizer, train, public, reference="generic", k=10, min_count=100).ids == ()
+    # against a corpus where d is common and b, c absent, the set turns over: it depends on what methods were given
+    assert window_novel_tokens(toy_tokenizer, train, ["d a"] * 50, reference="other", k=10, min_count=20).ids == (2, 3)
+
+
+def test_novel_interval_narrows_with_positions():
+    from largefedbench.evaluation.novel_tokens import interval95
+
+    assert interval95(0.3, 231) == pytest.approx(1.96 * math.sqrt(0.21 / 231))
+    assert interval95(0.3, 4 * 231) == pytest.approx(interval95(0.3, 231) / 2)
+    assert interval95(0.3, 0) == math.inf
