@@ -388,6 +388,7 @@ def cmd_eval(args) -> int:
         preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
         executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
         shuffled_releases=args.shuffled_releases, public=args.public, select_on=args.select_on,
+        sandbox=args.sandbox,
     )
     result = run_eval(request)
     entry = result.entry
@@ -572,9 +573,20 @@ def cmd_leaderboard_submit(args) -> int:
 
 
 def cmd_smoke(args) -> int:
+    from largefedbench.errors import InputError
     from largefedbench.run.smoke import smoke
 
     log = _progress("smoke", args.quiet)
+    if args.attacks:
+        from largefedbench.run.attack_check import check_attacks
+
+        if args.method:
+            raise InputError("--attacks runs LargeFedBench's attack kit, not a method: drop METHOD")
+        report = check_attacks(home=args.home, log=log)
+        _show(args, report.to_dict(), report.format)
+        return 0 if report.ok else 1
+    if not args.method:
+        raise InputError("give METHOD (a name from `lfb methods`, module:Class or path/to/file.py:Class), or --attacks")
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
                    seed=args.seed, home=args.home, log=log)
     _show(args, report.to_dict(), report.format)
@@ -647,7 +659,10 @@ def _add_leaderboard_parsers(sub) -> None:
                        description="Run METHOD twice with one seed on the demo snapshot with the tiny profile and check "
                        "the contract, that private data is reached only through the federation, that every DP release "
                        "is in the ledger (non-empty for a private method, ε within the target) and that the runs agree.")
-    p.add_argument("method", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+    p.add_argument("method", nargs="?", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
+    p.add_argument("--attacks", action="store_true", help="instead of a method, run LargeFedBench's attack kit "
+                   "(snapshot reads, memory walks, a scorer patch, non-finite clients, environment probes) under "
+                   "lfb eval and report which got through this machine's sandbox")
     p.add_argument("--epsilon", type=float, help="target ε (default 1)")
     p.add_argument("--delta", type=float, help="δ (default 3e-6)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
@@ -881,6 +896,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "downstream epoch, a method's best round) runs on: private (default: the validation clients, read "
                    "without noise; the entry records every choice) or public (a held-out tenth of the public corpus's "
                    "documents, drawn by the corpus hash, that no method or downstream training sees)")
+    p.add_argument("--sandbox", choices=["auto", "on", "off"], default="auto", help="where the method's train() runs: "
+                   "auto (default: a plug-in in its own process behind Linux namespaces, without the snapshot, the "
+                   "home's caches, the board or the network; a built-in in the harness's process), on (every method "
+                   "so), off (in the harness's process); the entry records which")
     _add_run_flags(p)
     _add_executor_flags(p)
     _add_output_flags(p, json_help="print the entry", quiet_help="no progress bars")

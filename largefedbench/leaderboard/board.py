@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,8 @@ class Row:
     rank: int | None = None  # the first rank the seeds allow (ranks.py); rank_to the last
     rank_to: int | None = None
     reproduction: Any = None  # the entry's valid reproduction record (reproduced.py), if it was re-run
-    other_generator_only: bool = False  # its generator-only numbers are not its group's newest (marked with †)
+    other_generator_only: bool = False  # its generator-only numbers disagree with the group's majority (marked with †)
+    control: Row | None = None  # its matched no-signal control: the same method and settings, --shuffled-releases
     variant: str = ""  # the method settings that tell it from the group's other rows of its method ("k=v, …")
 
     @property
@@ -205,17 +207,56 @@ def _generator_only_numbers(row: Row) -> dict[int, float] | None:
 
 
 def mark_other_generator_only_rows(group: Group) -> None:
-    """Mark the rows whose generator-only numbers differ, seed for seed, from those of the newest entry of the group
-    (same preset) that has them: another code version or environment wrote them, so their gains over generator-only
-    and the newer entries' do not compare."""
+    """Mark the rows whose generator-only numbers disagree, on some seed, with the value most rows of the group (same
+    preset) have for that seed (ties go to the newer entries): another code version or environment wrote them, so
+    their gains over generator-only and the others' do not compare."""
     for preset in {r.entry.config.preset for r in group.rows}:
         rows = [(r, n) for r in group.rows if r.entry.config.preset == preset
                 and (n := _generator_only_numbers(r)) is not None]
-        if not rows:
-            continue
-        _, newest = max(rows, key=lambda rn: rn[0].entry.created_at)
+        rows.sort(key=lambda rn: rn[0].entry.created_at, reverse=True)  # Counter keeps first-seen order on ties
+        votes: dict[int, Counter] = {}
+        for _, numbers in rows:
+            for s, v in numbers.items():
+                votes.setdefault(s, Counter())[round(v, 9)] += 1
+        majority = {s: c.most_common(1)[0][0] for s, c in votes.items()}
         for row, numbers in rows:
-            row.other_generator_only = any(abs(newest[s] - v) > 1e-9 for s, v in numbers.items() if s in newest)
+            row.other_generator_only = any(round(v, 9) != majority[s] for s, v in numbers.items())
+
+
+def is_control(row: Row) -> bool:
+    """A matched no-signal control: a ``--shuffled-releases`` run (its method's pipeline, feedback without
+    information about the clients)."""
+    d = row.entry.diagnostic
+    return d is not None and d.kind == "shuffled-releases"
+
+
+def mark_controls(group: Group) -> None:
+    """Give each row that competes its control: the newest shuffled-releases run of the same method with the same
+    settings (preset and resolved config) calibrated for the same ε."""
+    controls = sorted((r for r in group.rows if is_control(r)), key=lambda r: r.entry.created_at, reverse=True)
+    for row in group.rows:
+        if row.status == "diagnostic":
+            continue
+        e = row.entry
+        row.control = next((c for c in controls if c.entry.method.name == e.method.name
+                            and c.entry.config.preset == e.config.preset and c.entry.config.method == e.config.method
+                            and math.isclose(c.target_epsilon, row.target_epsilon, rel_tol=1e-6)), None)
+
+
+def gain_over_control(row: Row) -> tuple[float, float, int] | None:
+    """Top-1 minus its control's: (mean, std, seeds). Paired by seed where both ran the same seeds (the std of the
+    per-seed differences), else the difference of the means with std sqrt(s₁² + s₂²)."""
+    if row.control is None:
+        return None
+    a = dict(zip(row.entry.seeds, row.entry.metrics.next_token_accuracy.top1.per_seed))
+    b = dict(zip(row.control.entry.seeds, row.control.entry.metrics.next_token_accuracy.top1.per_seed))
+    common = sorted(a.keys() & b.keys())
+    if common:
+        diffs = [a[s] - b[s] for s in common]
+        std = statistics.stdev(diffs) if len(diffs) > 1 else 0.0
+        return statistics.fmean(diffs), std, len(common)
+    sa, sb = row.entry.metrics.next_token_accuracy.top1, row.control.entry.metrics.next_token_accuracy.top1
+    return sa.mean - sb.mean, math.hypot(sa.std, sb.std), min(len(a), len(b))
 
 
 #: at most this many differing settings are named in a row's variant
@@ -270,6 +311,7 @@ def build_board(reports: list[EntryReport]) -> Board:
     for group in groups.values():
         group.rows.sort(key=_sort_key)
         mark_other_generator_only_rows(group)
+        mark_controls(group)
         mark_variants(group)
         for status in SECTIONS:
             for bucket, rows in group.tables(status):

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from largefedbench.leaderboard.board import REFERENCES, Row, cpu_text
+from largefedbench.leaderboard.board import REFERENCES, Row, cpu_text, gain_over_control
 from largefedbench.leaderboard.ranks import rank_text
 from largefedbench.leaderboard.reproduced import outside_seed_spread, seeds_text
 
@@ -153,12 +153,12 @@ def novel_separates(rows: list[Row]) -> bool:
     return any(abs(a - b) > math.hypot(ca, cb) for i, (a, ca) in enumerate(points) for b, cb in points[i + 1:])
 
 
-#: marks a row whose generator-only numbers are not its group's newest (the footnote under the group)
+#: marks a row whose generator-only numbers disagree with its group's majority (the footnote under the group)
 OTHER_GENERATOR_ONLY = "†"
 OTHER_GENERATOR_ONLY_NOTE = ("† its generator-only numbers (a generator-only entry's own, or those its gain is "
-                             "over) differ, seed for seed, from those of the newest entry of the group that has them: "
-                             "another code version or environment wrote them, so that gain does not compare with the "
-                             "newer entries' (re-run the entry)")
+                             "over) differ, on some seed, from those most of the group's entries have: another code "
+                             "version or environment wrote them, so that gain does not compare with the others' "
+                             "(re-run the entry)")
 
 
 def _gain(row: Row) -> float | None:
@@ -170,6 +170,25 @@ def _gain_text(row: Row) -> str:
     g = row.entry.metrics.gain_over_generator_only
     text = "–" if g is None else f"{100 * g.mean:+.2f} ± {100 * g.std:.2f}"
     return text + (f" {OTHER_GENERATOR_ONLY}" if row.other_generator_only else "")
+
+
+def _control(row: Row) -> float | None:
+    g = gain_over_control(row)
+    return g[0] if g is not None else None
+
+
+def _control_text(row: Row) -> str:
+    g = gain_over_control(row)
+    return "–" if g is None else f"{100 * g[0]:+.2f} ± {100 * g[1]:.2f}"
+
+
+UNSANDBOXED = "⚠ unsandboxed"
+
+
+def unsandboxed(row: Row) -> bool:
+    """A plug-in whose train() ran without the namespaces sandbox (or before the entry recorded it)."""
+    e = row.entry
+    return e.method.source != "built-in" and e.declared is None and e.environment.sandbox != "namespaces"
 
 
 def _selected_on(row: Row) -> str:
@@ -185,9 +204,11 @@ COLUMNS: tuple[Column, ...] = (
            f"worse; a range (2–4) where the seeds do not order the rows; {REPRODUCTION_LEGEND}",
            lambda r: r.rank, _rank),
     Column("method", "Method", "method name and version; where the group runs a method in more than one "
-           "configuration, the settings that differ", lambda r: r.label,
-           lambda r: f"{r.entry.method.name} {r.entry.method.version}" + (f" [{r.variant}]" if r.variant else ""),
-           numeric=False),
+           "configuration, the settings that differ; ⚠ unsandboxed: a plug-in whose train() did not run in the "
+           "namespaces sandbox (its own process without the snapshot, the home's caches, the board or the network)",
+           lambda r: r.label,
+           lambda r: f"{r.entry.method.name} {r.entry.method.version}" + (f" [{r.variant}]" if r.variant else "")
+           + (f" {UNSANDBOXED}" if unsandboxed(r) else ""), numeric=False),
     Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers",
            lambda r: r.epsilon, lambda r: _num(r.epsilon, 4)),
     Column("audited", "Audited ε", "empirical ε lower bound from canary clients (`lfb audit`, Steinke et al. 2023), "
@@ -212,9 +233,14 @@ COLUMNS: tuple[Column, ...] = (
            "frequency ≥ k × its frequency in the run's public corpus): what the window adds beyond what public data "
            "teaches; mean ± std over seeds (± one seed's 95 % interval over the scored positions); a table leaves the "
            "column out where no two rows differ by more than their intervals", _novel, _novel_text),
-    Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples, "
-           "same pipeline, no client consulted), in points: mean ± std over seeds; † its generator-only numbers are "
-           "not the group's newest", _gain, _gain_text),
+    Column("control", "vs its control", "top-1 minus its own matched no-signal control's, in points: the same "
+           "method, settings, noise and ledger run with --shuffled-releases (every noised sum permuted before the "
+           "method saw it: feedback of the same size and noise that says nothing about the clients), mean ± std of "
+           "the per-seed differences; – where no control was run", _control, _control_text),
+    Column("gain", "vs generator-only", "top-1 minus the generator-only row's (the untouched generator's samples from "
+           "POPri's final prompts, no client consulted), in points: mean ± std over seeds. It is the same pipeline "
+           "only for POPri, PE+SFT and FedBis; for the other methods read 'vs its control'; † its generator-only "
+           "numbers disagree with the group's majority", _gain, _gain_text),
     Column("fid", "FID", "Fréchet distance of synthetic vs validation embeddings (synthetic-text methods)",
            _metric("fid"), lambda r: _num(_metric("fid")(r), 4)),
     Column("jsd", "Token JSD", "unigram Jensen–Shannon divergence (base 2) of the synthetic texts' downstream token ids "

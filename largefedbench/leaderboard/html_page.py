@@ -17,9 +17,11 @@ from largefedbench.leaderboard.board import (
 from largefedbench.leaderboard.columns import (
     OTHER_GENERATOR_ONLY_NOTE,
     REPRODUCTION_LEGEND,
+    UNSANDBOXED,
     Column,
     columns_for,
     noise_summary,
+    unsandboxed,
 )
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
 from largefedbench.leaderboard.ranks import RULE
@@ -126,7 +128,9 @@ def _cell(column: Column, row: Row) -> str:
     elif column.key == "method":
         body = (f'<span title="{escape(row.entry.method.paper)}">{escape(row.entry.method.name)}</span> '
                 f'<span class="muted">{escape(row.entry.method.version)}</span>'
-                + (f' <span class="muted">[{escape(row.variant)}]</span>' if row.variant else ""))
+                + (f' <span class="muted">[{escape(row.variant)}]</span>' if row.variant else "")
+                + (f' <span title="its train() did not run in the namespaces sandbox">{UNSANDBOXED}</span>'
+                   if unsandboxed(row) else ""))
     else:
         body = escape(column.text(row))
     return f'<td{attrs} data-v="{value}">{body}</td>'

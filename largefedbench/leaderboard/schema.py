@@ -239,6 +239,10 @@ class EnvironmentSection(_Strict):
     #: "bfloat16" | "float32"} (LFB_GENERATION_DTYPE, LFB_TRAINING_DTYPE, or the hardware's default); `lfb leaderboard
     #: reproduce` re-runs under the same; None in entries written before they were recorded
     precision: dict[str, str] | None = None
+    #: how the method's train() was kept from the data and the scorer, over the seeds: "namespaces" (its own process
+    #: in Linux namespaces: no snapshot, home caches, board or network), "process" (its own process, no namespaces on
+    #: that platform), "none" (the harness's process: built-ins, --sandbox off); None in entries made before it
+    sandbox: Literal["namespaces", "process", "none", "mixed"] | None = None
 
 
 class RunConfig(_Strict):

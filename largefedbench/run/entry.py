@@ -128,8 +128,10 @@ def _environment(results: list[SeedResult], executor: str, device) -> Environmen
     env = environment()
     commits = {str(r.seed): (r.made_with or {}).get("git_commit") for r in results}
     differs = any(c != env["git_commit"] for c in commits.values())
+    guards = {r.sandbox for r in results}
+    sandbox = None if None in guards else guards.pop() if len(guards) == 1 else "mixed"
     return EnvironmentSection(**env, client_executor=executor, seed_commits=commits if differs else None,
-                              precision=precision_record(device))
+                              precision=precision_record(device), sandbox=sandbox)
 
 
 def _calibrations(results: list[SeedResult]) -> dict[str, Any]:

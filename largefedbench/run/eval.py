@@ -32,6 +32,7 @@ from largefedbench.run.command import command_for
 from largefedbench.run.entry import build_entry
 from largefedbench.run.evaluator import Evaluator
 from largefedbench.run.presets import preset_config
+from largefedbench.run.sandboxed import SANDBOX_MODES
 from largefedbench.run.reference_lock import locked_reference
 from largefedbench.run.seed import check_stored_precision, run_seed
 from largefedbench.run.seed_result import SeedResult
@@ -66,6 +67,7 @@ class EvalRequest:
     shuffled_releases: bool = False  # the control: every noised sum permuted before the method sees it, never ranked
     public: str | None = None  # the public resources: generic | c4 | c4:PATH | split (default: the profile's)
     select_on: str = "private"  # model selection (epochs, rounds) on the validation clients or a held-out public slice
+    sandbox: str = "auto"  # the method's train() in its own guarded process: auto (plug-ins), on (every method), off
     synthetic: Path | None = None  # score this file's texts (declared privacy) instead of running ``method``
     made_with: str | None = None  # with ``synthetic``: the tool that made the texts, as the entry states it
     progress: bool = True
@@ -235,6 +237,9 @@ def prepare(request: EvalRequest) -> Prepared:
         raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
     from largefedbench.contract import SELECT_ON
 
+    if request.sandbox not in SANDBOX_MODES:
+        raise InputError(f"--sandbox {request.sandbox!r}: choose auto (plug-ins in their own guarded process), on "
+                         "(every method) or off (in the harness's process; the entry says so)")
     if request.select_on not in SELECT_ON:
         raise InputError(f"--select-on {request.select_on!r}: choose private (the validation clients, as every entry "
                          "before it) or public (a held-out tenth of the public corpus, which no training sees)")

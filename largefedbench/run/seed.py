@@ -20,6 +20,7 @@ from largefedbench.privacy import PrivacyLedger, resolve_accountant
 from largefedbench.privacy.rules import BUDGET_SLACK, over_budget
 from largefedbench.rounds.checkpoints import checkpoint_files
 from largefedbench.run.evaluator import REFERENCE_ROWS, Evaluator
+from largefedbench.run.sandboxed import run_method_sandboxed, wants_sandbox
 from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonable
 
 if TYPE_CHECKING:
@@ -54,15 +55,23 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         atomic_write_json(seed_dir / PRECISION_STAMP, precision)  # what the round checkpoints below are made in
         calibrated = len(budget.calibrations)
         fed.clock.start()  # a resumed run adds its checkpoint's time: the seconds of every completed round count
-        artifact = cls().train(fed, public, prep.config, budget)
         selection = getattr(fed, "selection", None)  # the method's choices on held-out data, kept with its output
-        artifact.selections = selection.records() if selection is not None else []
+        if wants_sandbox(prep):
+            ran = run_method_sandboxed(prep, ev, fed, public, seed, seed_dir, log)
+            artifact, guard = ran.artifact, ran.guard
+            budget.calibrations.extend(ran.calibrations)
+            method_seconds, method_stages, carried = ran.method_seconds, ran.method_stages, ran.carried_seconds
+            artifact.selections = selection.records() + ran.selections
+        else:
+            artifact, guard = cls().train(fed, public, prep.config, budget), "none"
+            artifact.selections = selection.records() if selection is not None else []
+            method_seconds, method_stages = fed.clock.seconds(), fed.clock.stages()
+            carried = fed.clock.before_seconds  # what earlier processes spent on the rounds this one resumed after
+        artifact.sandbox = guard
         calibrations = jsonable(budget.calibrations[calibrated:])
-        method_seconds, method_stages = fed.clock.seconds(), fed.clock.stages()
-        carried = fed.clock.before_seconds  # what earlier processes spent on the rounds this one resumed after
     else:
         artifact, calibrations, method_seconds, method_stages = kept
-        carried = method_seconds
+        carried, guard = method_seconds, getattr(artifact, "sandbox", None)
         log(f"seed {seed}: {prep.method.name} had finished; evaluating what it produced ({output})")
     t_mid, stages_mid = time.perf_counter(), timing.totals()
     if audit is not None:
@@ -120,6 +129,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
         made_with={"lfb_version": __version__, "git_commit": git_commit()},
         wall_seconds=time.perf_counter() - t_seed + carried, downstream=downstream, precision=precision,
         selections=jsonable(list(getattr(artifact, "selections", None) or []) + harness_selection.records()),
+        sandbox=guard,
     )
     atomic_write_json(done, result.to_json())
     if (cls.name in REFERENCE_ROWS and prep.method.source == "built-in" and not prep.request.noise_free
@@ -201,34 +211,13 @@ def save_method_output(path: Path, fed, artifact, calibrations: list, method_sec
     harness's privacy checks passed: its own record, so a run killed while the output is evaluated resumes without
     running the method again. ``stamp`` (LargeFedBench's and the method's versions) must match to be reused.
     Tensors and JSON (:mod:`~largefedbench.rounds.state_file`); a model artifact is kept as its weights."""
-    import copy
-    import dataclasses
-
+    from largefedbench.rounds.artifact_state import split_model
     from largefedbench.rounds.state_file import write_state
 
-    model, weights = getattr(artifact, "model", None), None
-    if model is not None and dataclasses.is_dataclass(artifact) and _is_module(model):  # kept as its state_dict
-        weights = {"class": _class_name(model), "training": bool(model.training), "state": model.state_dict()}
-        artifact = copy.copy(artifact)  # not dataclasses.replace: attributes set besides the fields stay
-        object.__setattr__(artifact, "model", None)
+    artifact, weights = split_model(artifact)
     write_state(path, {"stamp": stamp, "artifact": artifact, "model": weights, "federation": fed.state_dict(),
                        "calibrations": calibrations, "method_seconds": method_seconds,
                        "method_stages": method_stages}, what="method output")
-
-
-def _is_module(model: Any) -> bool:
-    import sys
-
-    torch = sys.modules.get("torch")  # a model artifact is a torch module, so torch is loaded
-    return torch is not None and isinstance(model, torch.nn.Module)
-
-
-def _class_name(model: Any) -> str:
-    return f"{type(model).__module__}.{type(model).__qualname__}"
-
-
-def _layout(weights: dict[str, Any]) -> dict[str, tuple]:
-    return {k: (v.dtype, tuple(v.shape)) for k, v in weights.items()}
 
 
 def load_method_output(path: Path, fed, stamp: dict[str, Any], device,
@@ -238,6 +227,7 @@ def load_method_output(path: Path, fed, stamp: dict[str, Any], device,
     ``new_downstream``) on ``device``. None when there is none, or it was made by another version of LargeFedBench or
     of the method, or its weights do not fit ``new_model()``'s (the method then runs again). A pickle
     ``method-output.pt`` (the old pickle format) is refused."""
+    from largefedbench.rounds.artifact_state import join_model
     from largefedbench.rounds.state_file import read_state, refuse_legacy
 
     fix = f"Delete {{}} to run the method of that seed again (or delete its seed folder, {Path(path).parent})."
@@ -250,13 +240,9 @@ def load_method_output(path: Path, fed, stamp: dict[str, Any], device,
     if saved.get("stamp") != stamp:
         return None
     artifact, kept = saved["artifact"], saved.get("model")
-    if kept is not None:
-        if new_model is None:
-            raise InputError(f"{path} holds a model: load_method_output needs new_model= to load its weights into")
-        model = new_model().to(device)
-        if _class_name(model) != kept["class"] or _layout(model.state_dict()) != _layout(kept["state"]):
-            return None
-        model.load_state_dict(kept["state"])
-        object.__setattr__(artifact, "model", model.train(kept["training"]))
+    if kept is not None and new_model is None:
+        raise InputError(f"{path} holds a model: load_method_output needs new_model= to load its weights into")
+    if not join_model(artifact, kept, new_model, device):
+        return None
     fed.load_state_dict(saved["federation"])
     return artifact, saved["calibrations"], saved["method_seconds"], saved["method_stages"]

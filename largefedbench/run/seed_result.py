@@ -47,6 +47,9 @@ class SeedResult:
     #: every choice made on held-out data (contract.Selection.records: by, what, metric, chosen, candidates, on);
     #: [] when none was made, None in results stored before selections were recorded
     selections: list[dict[str, Any]] | None = None
+    #: how the method's train() was kept from the data and the scorer: "namespaces" (its own process behind the OS
+    #: guard), "process" (its own process, no OS guard on this platform), "none" (in the harness's process)
+    sandbox: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (``result.json``): every field; the optional ones (``audit``, ``topic_share``, the text
@@ -54,7 +57,7 @@ class SeedResult:
         ``precision``, ``selections``) only when set."""
         data = dataclasses.asdict(self)
         for key in ("audit", *SYNTHETIC_TEXT_STATS, "stage_seconds", "calibrations", "made_with", "wall_seconds",
-                    "downstream", "precision", "selections"):
+                    "downstream", "precision", "selections", "sandbox"):
             if data[key] is None:
                 del data[key]
         return data

@@ -1,4 +1,4 @@
-"""Gains over generator-only measured against other generator-only numbers than the group's newest are marked."""
+"""Gains over generator-only measured against other generator-only numbers than most of the group's are marked."""
 
 from __future__ import annotations
 
@@ -28,13 +28,23 @@ def _group(*rows: Row) -> Group:
 def test_rows_over_an_older_generator_only_row_are_marked_and_the_stale_generator_only_entry_too():
     entry = _row("generator-only", [0, 1, 2], OLD, created="2026-11-26T18:27:00Z")
     popri = _row("popri", [0, 1, 2], [0.16] * 3, reference=OLD, created="2026-11-27T01:09:00Z")
-    newest = _row("dp-resample", [0, 1, 2], [0.2] * 3, reference=NEW, created="2026-11-27T11:19:00Z")
+    newer = [_row(m, [0, 1, 2], [0.2] * 3, reference=NEW, created=f"2026-11-27T1{i}:19:00Z")
+             for i, m in enumerate(("dp-resample", "pe", "ctcl"))]
     one_seed = _row("pe-sft", [1], [0.16], reference=NEW[1:2], created="2026-11-27T09:00:00Z")  # agrees on its seed
-    mark_other_generator_only_rows(_group(entry, popri, newest, one_seed))
+    mark_other_generator_only_rows(_group(entry, popri, *newer, one_seed))
     assert entry.other_generator_only and popri.other_generator_only
-    assert not newest.other_generator_only and not one_seed.other_generator_only
+    assert not any(r.other_generator_only for r in newer) and not one_seed.other_generator_only
     assert _gain_text(popri).endswith(OTHER_GENERATOR_ONLY) and _gain_text(entry) == f"– {OTHER_GENERATOR_ONLY}"
-    assert OTHER_GENERATOR_ONLY not in _gain_text(newest)
+    assert OTHER_GENERATOR_ONLY not in _gain_text(newer[0])
+
+
+def test_the_newest_entry_is_marked_when_it_is_the_outlier():
+    """One new entry from another CPU does not mark the whole group: the majority's numbers are the group's."""
+    older = [_row(m, [0, 1, 2], [0.16] * 3, reference=OLD, created=f"2026-11-2{i}T00:00:00Z")
+             for i, m in enumerate(("popri", "pe", "pe-sft"))]
+    outlier = _row("fedbiscuit", [0, 1, 2], [0.17] * 3, reference=NEW, created="2026-12-01T00:00:00Z")
+    mark_other_generator_only_rows(_group(*older, outlier))
+    assert outlier.other_generator_only and not any(r.other_generator_only for r in older)
 
 
 def test_other_presets_and_a_generator_only_entry_with_overrides_are_not_compared():

@@ -1,0 +1,115 @@
+"""The method sandbox: the channel carries no pickle, the jail hides the home and the board, and the attack kit gets
+nothing under `lfb eval` in the sandbox (and everything without it, so the test can fail)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from largefedbench.errors import InputError, MethodError
+from largefedbench.sandbox.jail import JAIL, jail_available, jailed_command, kept_environment
+from largefedbench.sandbox.wire import Channel, SealedFunction
+from largefedbench.testing.attacks import ATTACKS, PATCHED_TOP1
+
+needs_jail = pytest.mark.skipif(jail_available() is not None, reason=f"no namespaces here: {jail_available()}")
+
+
+def _pipe_pair() -> tuple[Channel, io.BytesIO]:
+    buf = io.BytesIO()
+    return Channel(buf, buf), buf
+
+
+def test_the_channel_carries_trees_of_tensors_and_arrays_and_refuses_a_pickle():
+    channel, buf = _pipe_pair()
+    message = {"op": "private_sum", "noisy": torch.arange(4.0), "indices": np.arange(3), "clip": 1.5, "shape": None}
+    channel.send(message)
+    buf.seek(0)
+    got = channel.recv()
+    assert torch.equal(got["noisy"], message["noisy"]) and np.array_equal(got["indices"], message["indices"])
+    assert got["clip"] == 1.5 and got["shape"] is None
+    evil = pickle.dumps({"op": "done"})
+    buf2 = io.BytesIO(len(evil).to_bytes(8, "little") + evil)
+    with pytest.raises(MethodError, match="not tensors and JSON"):
+        Channel(buf2, buf2).recv()
+
+
+def test_a_sealed_client_function_is_unpickled_only_by_a_worker():
+    import cloudpickle
+
+    sealed = SealedFunction(cloudpickle.dumps(lambda view: 2 * view))
+    with pytest.raises(MethodError, match="worker processes"):
+        sealed(1)
+    assert pickle.loads(cloudpickle.dumps(sealed))(21) == 42  # what a worker does with the task it is sent
+
+
+@needs_jail
+def test_the_jail_hides_the_home_and_board_keeps_binds_read_only_and_has_no_network(tmp_path):
+    home, board, code, out = tmp_path / "home", tmp_path / "board", tmp_path / "code", tmp_path / "method"
+    for folder in (home / "snapshots" / "s" / "data" / "train", home / "models", board, code, out):
+        folder.mkdir(parents=True)
+    (home / "snapshots" / "s" / "data" / "train" / "state.json").write_text("{}")
+    (home / "models" / "m.txt").write_text("weights")
+    (code / "probe.py").write_text(
+        "import json, os, socket, pathlib\n"
+        "def can_write(p):\n"
+        "    try:\n        pathlib.Path(p).write_text('x'); return True\n    except OSError:\n        return False\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1); net = 'reached'\n"
+        "except OSError as e:\n    net = str(e)\n"
+        f"print(json.dumps({{'snapshot': os.path.exists('{home}/snapshots/s'), 'models': open('{home}/models/m.txt').read(),"
+        f" 'board': os.listdir('{board}'), 'home_write': can_write('{home}/x'), 'code_write': can_write('{code}/x'),"
+        f" 'out_write': can_write('{out}/x'), 'pids': len([p for p in os.listdir('/proc') if p.isdigit()]), 'net': net}}))\n")
+    root = tempfile.mkdtemp()
+    try:
+        cmd = jailed_command([sys.executable, str(code / "probe.py")], root=root,
+                             read_only=[sys.prefix, sys.base_prefix, code, home / "models"], writable=[out],
+                             hidden=[home, board], env=kept_environment())
+        seen = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120).stdout)
+    finally:
+        os.rmdir(root)
+    assert seen["snapshot"] is False and seen["board"] == [] and seen["models"] == "weights"
+    assert not seen["home_write"] and not seen["code_write"] and seen["out_write"]
+    assert seen["pids"] <= 2 and "unreachable" in seen["net"].lower()
+    assert (out / "x").read_text() == "x" and not (home / "x").exists()
+
+
+def _attack(tiny, tmp_path, sandbox: str):
+    from largefedbench.run.eval import EvalRequest, run_eval
+
+    _fd, _bundle, home = tiny
+    out = tmp_path / sandbox
+    result = run_eval(EvalRequest(method="largefedbench.testing.attacks:AttackKit", seeds=(0,), epsilon=100.0,
+                                  out=out, home=home, progress=False, sandbox=sandbox), log=lambda _line: None)
+    (seed,) = out.glob(".runs/*/seed-0/result.json")
+    return result.entry, json.loads(seed.read_text())
+
+
+@needs_jail
+def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(tiny, tmp_path):
+    entry, seed = _attack(tiny, tmp_path, "on")
+    assert seed["sandbox"] == JAIL and set(seed["info"]["breaches"]) == set(ATTACKS)
+    assert seed["info"]["breaches"] == {name: "" for name in ATTACKS}
+    assert entry.metrics.next_token_accuracy.top1.mean < 0.9 < PATCHED_TOP1  # the patch did not reach the scorer
+    entry, seed = _attack(tiny, tmp_path, "off")  # the same method in the harness's process: the kit is not blunt
+    breaches = seed["info"]["breaches"]
+    assert seed["sandbox"] == "none" and entry.metrics.next_token_accuracy.top1.mean == pytest.approx(PATCHED_TOP1)
+    assert "private rows" in breaches["read snapshot files"] and "Federation" in breaches["walk memory"]
+    assert breaches["non-finite clients"] == ""  # zeroed rows: the door holds in either process
+
+
+def test_a_checkpoint_cannot_name_a_federation_state_the_harness_did_not_save(tmp_path):
+    from largefedbench.sandbox.server import _Server
+
+    server = _Server(fed=None, selection=None, seed_dir=tmp_path, log=print)
+    with pytest.raises(InputError, match="did not save"):
+        server.handle({"op": "load_state", "token": "0" * 64})
+    with pytest.raises(InputError, match="did not save"):
+        server.handle({"op": "load_state", "token": "../../ledger"})
