@@ -153,10 +153,24 @@ class Group:
         return [(b, [r for r in rows if r.bucket == b]) for b in order if any(r.bucket == b for r in rows)]
 
 
+DEMO_HEADING = "Demo data: these groups check the pipeline, they are not results"
+
+
 @dataclass
 class Board:
     groups: list[Group]
     n_invalid: int
+
+    def data_statement(self) -> str:
+        """The board's first line: what data its results are on."""
+        real = [g for g in self.groups if not g.synthetic and not g.superseded_by]
+        if not real:
+            return ("No results on real records yet: every group below is on LLM-written demo text, which checks the "
+                    "pipeline and is not a result.")
+        named = sorted({f"{g.dataset} ({g.window[0]} – {g.window[1]})" for g in real})
+        demo = " Groups on LLM-written demo text follow, under their own heading: they check the pipeline." \
+            if any(g.synthetic for g in self.groups) else ""
+        return f"Results on real dated records: {'; '.join(named)}.{demo}"
 
     @property
     def rows(self) -> list[Row]:

@@ -40,6 +40,7 @@ def run(channel, init: dict[str, Any]) -> dict[str, Any]:
     from largefedbench.sandbox.proxy import FederationProxy, SelectionProxy
     from largefedbench.sandbox.server import ARTIFACT_FILE
 
+    sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
     cls = resolve_method(init["method"]).cls
     config = config_from_overrides(cls.Config, preset_config(cls, init["preset"]), dict(init["overrides"]))
     if jsonable(config_to_dict(config)) != init["config"]:

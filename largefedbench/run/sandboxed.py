@@ -4,6 +4,7 @@ count and ids, and how selection runs. Plug-ins always go in; built-in methods o
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -27,12 +28,29 @@ def wants_sandbox(prep: Prepared) -> bool:
     return mode == "on" or prep.method.source != "built-in"
 
 
+def method_reference(prep: Prepared) -> tuple[str, list[str]]:
+    """How the method's process imports the class the harness resolved: ``path/to/file.py:Class`` (absolute) for a
+    method file, else ``module:Class`` with the folder its top-level package lies in (a plug-in registered in this
+    process only, or imported from a folder on this process's path, is found the same way there)."""
+    cls = prep.method.cls
+    module = sys.modules.get(cls.__module__)
+    file = getattr(module, "__file__", None)
+    if cls.__module__.startswith("lfb_user_method_") and file:
+        return f"{Path(file).resolve()}:{cls.__qualname__}", []
+    top = getattr(sys.modules.get(cls.__module__.split(".")[0]), "__file__", None)
+    if not top:
+        return prep.method.target, []
+    top_path = Path(top).resolve()
+    return prep.method.target, [str(top_path.parent.parent if top_path.name == "__init__.py" else top_path.parent)]
+
+
 def run_method_sandboxed(prep: Prepared, ev: Evaluator, fed, public, seed: int, seed_dir: Path,
                          log: Callable[[str], None]) -> SandboxRun:
     """The method's ``train()`` for ``seed`` in its own process, served by ``fed``."""
     corpus, sel = public.corpus, fed.selection
+    reference, folders = method_reference(prep)
     init: dict[str, Any] = {
-        "method": prep.request.method, "preset": prep.preset, "overrides": dict(prep.request.overrides),
+        "method": reference, "sys_path": folders, "preset": prep.preset, "overrides": dict(prep.request.overrides),
         "config": jsonable(config_to_dict(prep.config)), "seed": int(seed),
         "epsilon": float(prep.budget.epsilon), "delta": float(prep.budget.delta),
         "profile": prep.profile.name, "device": str(ev.bundle.device), "progress": bool(prep.request.progress),

@@ -57,3 +57,14 @@ def test_the_novel_column_is_left_out_where_no_two_rows_differ_by_more_than_thei
     assert not novel_separates(close) and novel_separates(apart) and not novel_separates(stale)
     assert "novel" not in [c.key for c in columns_for("ranked", close)]
     assert "novel" in [c.key for c in columns_for("ranked", apart)] and "novel" in [c.key for c in columns_for("ranked")]
+
+
+def test_the_board_says_first_what_data_its_results_are_on():
+    from largefedbench.leaderboard.board import Board
+
+    real = _group(_row("popri", [0.2] * 3))
+    demo = Group("demo", "demo-prose", "cd" * 32, ("2025-01-01", "2026-04-30"), "cpu", True, "generic", [])
+    only_demo = Board([demo], 0)
+    assert only_demo.data_statement().startswith("No results on real records yet")
+    both = Board([real, demo], 0)
+    assert both.data_statement().startswith("Results on real dated records: congress (2024-12-01 – 2025-01-03).")
