@@ -61,7 +61,7 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
             artifact, guard = ran.artifact, ran.guard
             budget.calibrations.extend(ran.calibrations)
             method_seconds, method_stages, carried = ran.method_seconds, ran.method_stages, ran.carried_seconds
-            artifact.selections = selection.records() + ran.selections
+            artifact.selections = selection.records() + [{**r, "on": selection.on} for r in ran.selections]
         else:
             artifact, guard = cls().train(fed, public, prep.config, budget), "none"
             artifact.selections = selection.records() if selection is not None else []

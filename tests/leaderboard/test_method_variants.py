@@ -10,7 +10,7 @@ from largefedbench.leaderboard.columns import COLUMNS
 
 
 def _row(method: str, config: dict) -> Row:
-    entry = NS(method=NS(name=method, version="0.3.0"), config=NS(method=config))
+    entry = NS(method=NS(name=method, version="0.3.0", source="built-in"), config=NS(method=config), declared=None)
     return Row(entry, "ranked", f"entries/demo/{method}/x.json", [])
 
 
@@ -37,3 +37,17 @@ def test_a_setting_only_one_row_has_counts_as_differing_and_long_lists_are_cut()
     mark_variants(_group(a, b))
     assert b.variant.startswith("extra=True, k0=1") and b.variant.endswith(", …")
     assert a.variant.startswith("extra=None") and a.variant.count("=") == VARIANT_KEYS
+
+
+def test_a_plug_in_row_that_did_not_run_in_the_namespaces_sandbox_is_marked():
+    from largefedbench.leaderboard.columns import UNSANDBOXED, unsandboxed
+
+    def row(source: str, sandbox: str | None) -> Row:
+        entry = NS(method=NS(name="m", version="1", source=source), config=NS(method={}), declared=None,
+                   environment=NS(sandbox=sandbox))
+        return Row(entry, "ranked", "entries/demo/m/x.json", [])
+
+    method = next(c for c in COLUMNS if c.key == "method")
+    assert unsandboxed(row("lfb_example_method", "process")) and unsandboxed(row("lfb_example_method", None))
+    assert method.text(row("lfb_example_method", "none")).endswith(UNSANDBOXED)
+    assert not unsandboxed(row("lfb_example_method", "namespaces")) and not unsandboxed(row("built-in", "none"))

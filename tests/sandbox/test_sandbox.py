@@ -82,14 +82,26 @@ def test_the_jail_hides_the_home_and_board_keeps_binds_read_only_and_has_no_netw
 
 
 def _attack(tiny, tmp_path, sandbox: str):
-    from largefedbench.run.eval import EvalRequest, run_eval
+    """The attack kit under `lfb eval` in a process of its own, on a copy of the tiny home: without the sandbox the
+    kit patches the scorer of the process it runs in and poisons the home's reference cache, so neither may be the
+    test session's."""
+    import shutil
 
-    _fd, _bundle, home = tiny
-    out = tmp_path / sandbox
-    result = run_eval(EvalRequest(method="largefedbench.testing.attacks:AttackKit", seeds=(0,), epsilon=100.0,
-                                  out=out, home=home, progress=False, sandbox=sandbox), log=lambda _line: None)
+    from largefedbench.leaderboard.schema import parse_entry
+
+    _fd, _bundle, root = tiny
+    home, out = tmp_path / f"home-{sandbox}", tmp_path / sandbox
+    shutil.copytree(root, home)
+    lfb = os.path.join(os.path.dirname(sys.executable), "lfb")
+    done = subprocess.run([lfb, "eval", "--method", "largefedbench.testing.attacks:AttackKit", "--seeds", "0",
+                           "--epsilon", "100", "--sandbox", sandbox, "--home", str(home), "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=900)
     (seed,) = out.glob(".runs/*/seed-0/result.json")
-    return result.entry, json.loads(seed.read_text())
+    if sandbox == "off":  # the patch also poisoned the references computed after it: the run may stop there
+        return None, json.loads(seed.read_text())
+    assert done.returncode == 0, done.stderr[-3000:]
+    (entry,) = out.glob("entries/*/attack-kit/*.json")
+    return parse_entry(json.loads(entry.read_text())), json.loads(seed.read_text())
 
 
 @needs_jail
@@ -98,9 +110,9 @@ def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(ti
     assert seed["sandbox"] == JAIL and set(seed["info"]["breaches"]) == set(ATTACKS)
     assert seed["info"]["breaches"] == {name: "" for name in ATTACKS}
     assert entry.metrics.next_token_accuracy.top1.mean < 0.9 < PATCHED_TOP1  # the patch did not reach the scorer
-    entry, seed = _attack(tiny, tmp_path, "off")  # the same method in the harness's process: the kit is not blunt
+    _, seed = _attack(tiny, tmp_path, "off")  # the same method in the harness's process: the kit is not blunt
     breaches = seed["info"]["breaches"]
-    assert seed["sandbox"] == "none" and entry.metrics.next_token_accuracy.top1.mean == pytest.approx(PATCHED_TOP1)
+    assert seed["sandbox"] == "none" and seed["test"]["top1"] == pytest.approx(PATCHED_TOP1)
     assert "private rows" in breaches["read snapshot files"] and "Federation" in breaches["walk memory"]
     assert breaches["non-finite clients"] == ""  # zeroed rows: the door holds in either process
 
