@@ -5,32 +5,17 @@ client functions leave as pickled bytes that only client workers unpickle."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from largefedbench.errors import InputError, MethodError
-from largefedbench.federation import CostMeter, payload_floats
+from largefedbench.federation import Cohort, CostMeter, payload_floats
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise
 from largefedbench.sandbox.wire import Channel
 from largefedbench.timing import JobClock
 
 __all__ = ["FederationProxy", "SelectionProxy", "mechanism_spec"]
-
-
-@dataclass(frozen=True)
-class Cohort:
-    """The clients of one round as the harness drew them (ids and positions are public, as in the federation)."""
-
-    indices: np.ndarray
-    ids: tuple[str, ...]
-    sample_rate: float
-    round: int
-    sampling: str = "poisson"
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 class PlannedCohort:
