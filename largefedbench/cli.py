@@ -588,7 +588,7 @@ def cmd_smoke(args) -> int:
     if not args.method:
         raise InputError("give METHOD (a name from `lfb methods`, module:Class or path/to/file.py:Class), or --attacks")
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
-                   seed=args.seed, home=args.home, log=log)
+                   seed=args.seed, home=args.home, log=log, sandbox=args.sandbox)
     _show(args, report.to_dict(), report.format)
     return 0 if report.ok else 1
 
@@ -667,6 +667,9 @@ def _add_leaderboard_parsers(sub) -> None:
     p.add_argument("--delta", type=float, help="δ (default 3e-6)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sandbox", choices=["auto", "off"], default="auto", help="as lfb eval runs the method: auto "
+                   "(default: a plug-in's train() in its sandbox, the two runs compared; a built-in in this process, "
+                   "with a third run whose client functions share it), off (every method in this process)")
     _add_home(p, old="--root")
     _add_output_flags(p)
     p.set_defaults(func=cmd_smoke)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import types
 import typing
@@ -10,7 +11,7 @@ from typing import Any, Literal
 
 from largefedbench.errors import InputError
 
-__all__ = ["config_from_overrides", "config_to_dict"]
+__all__ = ["config_from_overrides", "config_json", "config_to_dict"]
 
 
 def config_to_dict(cfg: Any) -> dict[str, Any]:
@@ -23,6 +24,12 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
         return v
 
     return {f.name: plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+
+
+def config_json(cfg: Any) -> dict[str, Any]:
+    """:func:`config_to_dict` as the entry id's hash reads it (anything not JSON as its ``str``): what crosses between
+    the harness and a sandboxed method's process, where both must agree on it."""
+    return json.loads(json.dumps(config_to_dict(cfg), default=str))
 
 
 def _coerce(name: str, text: Any, annotation: Any) -> Any:

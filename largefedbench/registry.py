@@ -6,6 +6,7 @@ trying a method before packaging it. Nothing is imported until a method is asked
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -18,8 +19,8 @@ from typing import Any
 from largefedbench.contract import OUTPUT_KINDS, Method
 from largefedbench.errors import MethodError
 
-__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "distribution_of", "get_method",
-           "list_methods", "method_names", "resolve_method"]
+__all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "distribution_of", "file_module_name",
+           "get_method", "list_methods", "method_names", "method_target", "module_location", "resolve_method"]
 
 ENTRY_POINT_GROUP = "largefedbench.methods"
 
@@ -80,6 +81,46 @@ def method_names() -> list[str]:
     return list(_all_targets())
 
 
+def method_target(name: str) -> tuple[str, str]:
+    """The ``module:Class`` (or ``file.py:Class``) that ``name`` stands for and its source ("built-in", the
+    registering distribution, or the reference itself), found without importing anything."""
+    targets = _all_targets()
+    if name in targets:
+        return targets[name]
+    if ":" in name:
+        return name, name
+    close = difflib.get_close_matches(name, targets, n=3, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise MethodError(f"unknown method {name!r}.{hint} Known methods: {', '.join(sorted(targets))} "
+                      "(`lfb methods` lists them; a plug-in registers in the entry-point group "
+                      f"{ENTRY_POINT_GROUP!r}, or pass module:Class).")
+
+
+def file_module_name(path: Path) -> str:
+    """The module name a method file is imported under: fixed by its absolute path, so every process (the harness,
+    the method's sandbox, a resumed run) names it, and the entry's target, the same."""
+    return "lfb_user_method_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+
+
+def module_location(module: str) -> Path | None:
+    """The file of ``module`` (a package's ``__init__.py``), found without running any of its code: the top-level
+    name through the import system's finders (an editable install's too), the rest by path; None if not found."""
+    from importlib.machinery import PathFinder
+
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])  # a top-level name: finding it imports no parent
+        for depth in range(1, len(parts)):
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            spec = PathFinder.find_spec(".".join(parts[:depth + 1]), list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.has_location or not spec.origin:
+        return None
+    return Path(spec.origin).resolve()
+
+
 def _import_target(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     if not attr:
@@ -88,7 +129,7 @@ def _import_target(target: str) -> Any:
         path = Path(module_name)
         if not path.is_file():
             raise MethodError(f"no method file {path}: give an existing .py file as path/to/file.py:Class")
-        spec = importlib.util.spec_from_file_location(f"lfb_user_method_{abs(hash(path.resolve()))}", path)
+        spec = importlib.util.spec_from_file_location(file_module_name(path), path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         try:
@@ -156,14 +197,7 @@ def get_method(name: str) -> type:
         except ImportError as exc:
             raise MethodError(f"method {name!r} cannot be imported: {exc}. Install what it needs.") from exc
         return check_method_class(cls, name)
-    targets = _all_targets()
-    if name not in targets:
-        close = difflib.get_close_matches(name, targets, n=3, cutoff=0.5)
-        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise MethodError(f"unknown method {name!r}.{hint} Known methods: {', '.join(sorted(targets))} "
-                          "(`lfb methods` lists them; a plug-in registers in the entry-point group "
-                          f"{ENTRY_POINT_GROUP!r}, or pass module:Class).")
-    target, _source = targets[name]
+    target, _source = method_target(name)
     try:
         cls = _import_target(target)
     except ImportError as exc:

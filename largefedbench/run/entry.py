@@ -115,7 +115,7 @@ def _provenance(method) -> dict[str, Any]:
         return {}
     from largefedbench.run.provenance import method_provenance
 
-    found = method_provenance(method.cls.__module__)
+    found = method_provenance(method.cls.__module__, getattr(method, "file", None))
     return {k: v for k, v in found.items() if v is not None}
 
 

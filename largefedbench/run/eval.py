@@ -192,16 +192,19 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.data.public_corpus import parse_public
     from largefedbench.data.snapshot import verify_snapshot
     from largefedbench.models import get_profile
-    from largefedbench.registry import resolve_method
+    from largefedbench.registry import method_target
 
     if request.synthetic is not None:
         from largefedbench.run.declared import declared_method
 
         _check_declared(request)
         method = declared_method(request.synthetic, label=request.method or None, made_with=request.made_with)
+        source = method.source
     else:
-        method = resolve_method(request.method)
-    method_cls = method.cls
+        source = method_target(request.method)[1]  # an unknown name stops here; nothing is imported yet
+    if request.sandbox not in SANDBOX_MODES:
+        raise InputError(f"--sandbox {request.sandbox!r}: choose auto (plug-ins in their own guarded process), on "
+                         "(every method) or off (in the harness's process; the entry says so)")
     if not request.seeds:
         raise InputError("--seeds is empty; give at least one seed, e.g. --seeds 0,1,2")
     if len(set(request.seeds)) != len(request.seeds):
@@ -213,9 +216,9 @@ def prepare(request: EvalRequest) -> Prepared:
     from largefedbench.executors import make_executor
 
     make_executor(request.executor, address=request.ray_address)  # checks the name and address; starts nothing
-    if request.executor == "local" and method.source not in ("built-in", "declared"):  # a declared set runs no client code
+    if request.executor == "local" and source not in ("built-in", "declared"):  # a declared set runs no client code
         raise InputError(f"--executor local runs client functions in the method's own process, where what they keep "
-                         f"can reach train(); {method_cls.name!r} is not a built-in method, so its client functions "
+                         f"can reach train(); {request.method!r} is not a built-in method, so its client functions "
                          "run in worker processes: drop --executor local (or use --executor ray)")
     from largefedbench.models.device import get_device
     from largefedbench.models.precision import generation_dtype, train_in_bf16
@@ -230,16 +233,20 @@ def prepare(request: EvalRequest) -> Prepared:
         config = method.config(request.made_with)
         budget = _declared_budget(request.epsilon, request.delta)
     else:
-        base = preset_config(method_cls, preset)
-        config = config_from_overrides(method_cls.Config, base, dict(request.overrides))
-        budget = _budget_for(method_cls, request.epsilon, request.delta)
+        from largefedbench.run.described import DescribedMethod
+        from largefedbench.run.sandboxed import resolve_for_run
+
+        method = resolve_for_run(request, preset)
+        if isinstance(method, DescribedMethod):  # a plug-in: its configuration was resolved in its sandbox
+            config = method.config
+        else:
+            config = config_from_overrides(method.cls.Config, preset_config(method.cls, preset), dict(request.overrides))
+        budget = _budget_for(method.cls, request.epsilon, request.delta)
+    method_cls = method.cls
     if request.noise_free and request.shuffled_releases:
         raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
     from largefedbench.contract import SELECT_ON
 
-    if request.sandbox not in SANDBOX_MODES:
-        raise InputError(f"--sandbox {request.sandbox!r}: choose auto (plug-ins in their own guarded process), on "
-                         "(every method) or off (in the harness's process; the entry says so)")
     if request.select_on not in SELECT_ON:
         raise InputError(f"--select-on {request.select_on!r}: choose private (the validation clients, as every entry "
                          "before it) or public (a held-out tenth of the public corpus, which no training sees)")

@@ -24,9 +24,36 @@ def _channel():
     return Channel(reader, writer)
 
 
+#: the class attributes of a method the harness reads (the contract's, with their defaults on Method)
+DESCRIBED = ("name", "paper", "output", "status", "fixed_epsilon", "needs_span_embeddings", "audit_by_releases",
+             "retired_settings", "introduced_settings", "version")
+
+
+def describe(init: dict[str, Any]) -> dict[str, Any]:
+    """The method ``init["method"]`` names as the harness records it, imported here so the harness never imports it:
+    its contract attributes, its class's module and name, its Config's fields and the configuration of
+    ``init["preset"]`` with ``init["overrides"]`` (checked here: a bad override is the user's error)."""
+    import dataclasses
+
+    from largefedbench.config_overrides import config_from_overrides, config_json
+    from largefedbench.registry import get_method
+    from largefedbench.run.presets import preset_config
+    from largefedbench.run.seed_result import jsonable
+
+    sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
+    cls = get_method(init["method"])
+    config = config_from_overrides(cls.Config, preset_config(cls, init["preset"]), dict(init["overrides"]))
+    fields = [[f.name, f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))]
+              for f in dataclasses.fields(cls.Config)]
+    module = sys.modules.get(cls.__module__)
+    return {"op": "described", "module": cls.__module__, "qualname": cls.__qualname__,
+            "file": getattr(module, "__file__", None), "attributes": jsonable({a: getattr(cls, a) for a in DESCRIBED}),
+            "config_class": cls.Config.__name__, "fields": fields, "config": config_json(config)}
+
+
 def run(channel, init: dict[str, Any]) -> dict[str, Any]:
     """Run the method ``init`` describes; the ``done`` message's fields."""
-    from largefedbench.config_overrides import config_from_overrides, config_to_dict
+    from largefedbench.config_overrides import config_from_overrides, config_json
     from largefedbench.contract import PublicResources
     from largefedbench.data.public_corpus import PublicCorpus
     from largefedbench.errors import MethodError
@@ -43,9 +70,9 @@ def run(channel, init: dict[str, Any]) -> dict[str, Any]:
     sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
     cls = resolve_method(init["method"]).cls
     config = config_from_overrides(cls.Config, preset_config(cls, init["preset"]), dict(init["overrides"]))
-    if jsonable(config_to_dict(config)) != init["config"]:
+    if config_json(config) != init["config"]:
         raise MethodError("the method's configuration in its own process differs from the harness's "
-                          f"({config_to_dict(config)} vs {init['config']}): its presets must not depend on the process")
+                          f"({config_json(config)} vs {init['config']}): its presets must not depend on the process")
     c = init["corpus"]
     corpus = PublicCorpus(c["kind"], c["source"], tuple(tuple(d) for d in c["documents"]), c["sha256"],
                           tuple(dict(m) for m in c["metadata"]))
@@ -73,7 +100,7 @@ def main() -> int:
     channel = _channel()
     try:
         init = channel.recv()
-        channel.send(run(channel, init))
+        channel.send(describe(init) if init.get("op") == "describe" else run(channel, init))
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the harness as a message
         from largefedbench.errors import LfbError

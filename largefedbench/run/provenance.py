@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from largefedbench.leaderboard.check_paths import ABSOLUTE_PATH
-from largefedbench.registry import distribution_of
+from largefedbench.registry import distribution_of, module_location
 
 __all__ = ["Origin", "commit_pushed", "git_checkout", "installed_origin", "method_provenance", "public_url"]
 
@@ -56,19 +56,18 @@ def public_url(url: str | None) -> str | None:
 
 
 def _module_file(module: str) -> Path | None:
+    """The module's file: from the loaded module, else found without importing it (a sandboxed plug-in's code never
+    runs in the harness)."""
     mod = sys.modules.get(module)
-    if mod is None:
-        import importlib
-
-        mod = importlib.import_module(module)
-    file = getattr(mod, "__file__", None)
-    return Path(file).resolve() if file else None
+    file = getattr(mod, "__file__", None) if mod is not None else None
+    return Path(file).resolve() if file else module_location(module)
 
 
-def installed_origin(module: str) -> Origin:
-    """How ``module`` (a dotted name) is installed: by the distribution's ``direct_url.json`` (PEP 610), which pip
-    writes for folder, file and VCS installs and not for installs from a package index."""
-    file = _module_file(module)
+def installed_origin(module: str, file: Path | None = None) -> Origin:
+    """How ``module`` (a dotted name; ``file``, its file where the import system cannot find it, as a method file's)
+    is installed: by the distribution's ``direct_url.json`` (PEP 610), which pip writes for folder, file and VCS
+    installs and not for installs from a package index."""
+    file = file or _module_file(module)
     dist = distribution_of(module)
     if dist is None:
         return Origin(None, None, "none", file)
@@ -111,10 +110,10 @@ def _repository(code: Path) -> dict | None:
     return {"url": public_url(url), "commit": commit.stdout.strip(), "dirty": dirty}
 
 
-def method_provenance(module: str) -> dict:
+def method_provenance(module: str, file: Path | None = None) -> dict:
     """What an entry records of a plug-in's code: ``distribution`` (None without one) and ``repository``
     ({"url", "commit", "dirty"} for a source checkout or a VCS install, else None)."""
-    origin = installed_origin(module)
+    origin = installed_origin(module, file)
     if origin.installed == "vcs" and re.fullmatch(r"[0-9a-f]{7,64}", origin.vcs["commit"]):
         repo = {"url": public_url(origin.vcs["url"]), "commit": origin.vcs["commit"], "dirty": False}
     elif origin.installed in ("local", "none", "vcs"):

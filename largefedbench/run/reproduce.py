@@ -133,12 +133,24 @@ def _entry_profile(entry: Entry, notes: list[str]) -> Any:
     return dataclasses.replace(profile, downstream=dataclasses.replace(profile.downstream, **moved))
 
 
+def _method_class(entry: Entry, out: Path, home: Path | None) -> type:
+    """The entry's method class: a built-in imported here, a plug-in as its sandboxed process describes it."""
+    from largefedbench.paths import lfb_home
+    from largefedbench.registry import get_method, method_target
+    from largefedbench.run.described import describe_method
+
+    if method_target(entry.method.name)[1] == "built-in":
+        return get_method(entry.method.name)
+    home = Path(home) if home is not None else lfb_home()
+    return describe_method(entry.method.name, preset=entry.config.preset, overrides={}, home=home,
+                           hidden=[home, Path(out)]).cls
+
+
 def _request(entry: Entry, out: Path, home: Path | None, progress: bool, overrides: dict[str, str],
-             seeds: tuple[int, ...], profile: Any = None):
-    from largefedbench.registry import get_method
+             seeds: tuple[int, ...], profile: Any = None, cls: type | None = None):
     from largefedbench.run.eval import EvalRequest
 
-    cls = get_method(entry.method.name)
+    cls = cls or _method_class(entry, out, home)
     fixed = getattr(cls, "fixed_epsilon", None) is not None
     return EvalRequest(method=entry.method.name, dataset=entry.dataset.snapshot,
                        epsilon=None if fixed else epsilon_value(entry.privacy.target_epsilon),
@@ -160,10 +172,9 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     ``seeds`` (default: the entry's)."""
     seeds = tuple(entry.seeds) if seeds is None else seeds
     from largefedbench.config_overrides import config_to_dict
-    from largefedbench.registry import get_method
     from largefedbench.run.eval import prepare, shipped_public_model
 
-    method_cls = get_method(entry.method.name)
+    method_cls = _method_class(entry, out, home)
     retired = getattr(method_cls, "retired_settings", {})
     gone = sorted(k for k in entry.config.method if k in retired)
     for k in gone:
@@ -175,14 +186,14 @@ def _prepare(entry: Entry, out: Path, home: Path | None, progress: bool, notes: 
     introduced = getattr(method_cls, "introduced_settings", {})
     overrides.update({k: _as_override(v) for k, v in introduced.items() if k not in entry.config.method})
     profile = _entry_profile(entry, notes)
-    request = _request(entry, out, home, progress, overrides, seeds, profile)
+    request = _request(entry, out, home, progress, overrides, seeds, profile, method_cls)
     prep = prepare(request)
     moved = {k: v for k, v in wanted.items() if config_to_dict(prep.config).get(k) != v}
     if moved:
         notes.append(f"the method's {entry.config.preset} defaults changed since the entry; re-applied "
                      f"{', '.join(sorted(moved))} from the entry's resolved config")
         overrides.update({k: _as_override(v) for k, v in moved.items()})
-        request = _request(entry, out, home, progress, overrides, seeds, profile)
+        request = _request(entry, out, home, progress, overrides, seeds, profile, method_cls)
         prep = prepare(request)
     got = config_to_dict(prep.config)
     if {k: v for k, v in got.items() if k in wanted} != wanted or set(wanted) - set(got):

@@ -4,17 +4,17 @@ count and ids, and how selection runs. Plug-ins always go in; built-in methods o
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from largefedbench.config_overrides import config_to_dict
+from largefedbench.config_overrides import config_json
 from largefedbench.paths import lfb_home
-from largefedbench.run.seed_result import jsonable
+from largefedbench.registry import ResolvedMethod, method_target, resolve_method
+from largefedbench.run.described import DescribedMethod, describe_method
 from largefedbench.sandbox.server import SandboxRun, run_sandboxed
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.eval import EvalRequest, Prepared
     from largefedbench.run.evaluator import Evaluator
 
 SANDBOX_MODES = ("auto", "on", "off")  # lfb eval --sandbox: plug-ins only (default), every method, none
@@ -28,20 +28,24 @@ def wants_sandbox(prep: Prepared) -> bool:
     return mode == "on" or prep.method.source != "built-in"
 
 
+def resolve_for_run(request: EvalRequest, preset: str) -> ResolvedMethod:
+    """The method a run scores. A built-in (or any method under ``--sandbox off``) is imported here; a plug-in is
+    described by its own sandboxed process (:mod:`largefedbench.run.described`) and never imported in this one,
+    which trains and scores what it returns."""
+    if method_target(request.method)[1] == "built-in" or request.sandbox == "off":
+        return resolve_method(request.method)
+    home = Path(request.home) if request.home is not None else lfb_home()
+    hidden = [home, Path(request.out)] + ([Path(request.dataset)] if Path(request.dataset).exists() else [])
+    return describe_method(request.method, preset=preset, overrides=dict(request.overrides), home=home, hidden=hidden)
+
+
 def method_reference(prep: Prepared) -> tuple[str, list[str]]:
-    """How the method's process imports the class the harness resolved: ``path/to/file.py:Class`` (absolute) for a
-    method file, else ``module:Class`` with the folder its top-level package lies in (a plug-in registered in this
-    process only, or imported from a folder on this process's path, is found the same way there)."""
-    cls = prep.method.cls
-    module = sys.modules.get(cls.__module__)
-    file = getattr(module, "__file__", None)
-    if cls.__module__.startswith("lfb_user_method_") and file:
-        return f"{Path(file).resolve()}:{cls.__qualname__}", []
-    top = getattr(sys.modules.get(cls.__module__.split(".")[0]), "__file__", None)
-    if not top:
-        return prep.method.target, []
-    top_path = Path(top).resolve()
-    return prep.method.target, [str(top_path.parent.parent if top_path.name == "__init__.py" else top_path.parent)]
+    """How the method's process imports the method, and the folders it adds to its path: a plug-in as its description
+    says (a method file by its absolute path, else ``module:Class`` and its top-level package's folder); a built-in
+    (run with ``--sandbox on``) by its target, from the harness's own code."""
+    if isinstance(prep.method, DescribedMethod):
+        return prep.method.reference, list(prep.method.folders)
+    return prep.method.target, []
 
 
 def run_method_sandboxed(prep: Prepared, ev: Evaluator, fed, public, seed: int, seed_dir: Path,
@@ -51,7 +55,7 @@ def run_method_sandboxed(prep: Prepared, ev: Evaluator, fed, public, seed: int, 
     reference, folders = method_reference(prep)
     init: dict[str, Any] = {
         "method": reference, "sys_path": folders, "preset": prep.preset, "overrides": dict(prep.request.overrides),
-        "config": jsonable(config_to_dict(prep.config)), "seed": int(seed),
+        "config": config_json(prep.config), "seed": int(seed),
         "epsilon": float(prep.budget.epsilon), "delta": float(prep.budget.delta),
         "profile": prep.profile.name, "device": str(ev.bundle.device), "progress": bool(prep.request.progress),
         "corpus": {"kind": corpus.kind, "source": corpus.source, "documents": [list(d) for d in corpus.documents],

@@ -5,8 +5,12 @@ never the test clients), that every DP release went through the ledger (a privat
 and its ε fits the budget), and that two runs with one seed agree. The first run on a machine builds the demo
 snapshot and the tiny models (a minute or two, cached); after that a smoke run takes seconds.
 
-It also tries the ways out of the federation that the guards cannot watch. The method runs three times: twice with
-its client functions in worker processes (as `lfb eval` runs it) and once with them in this process; a client
+A plug-in runs as `lfb eval` runs it: described and run in its sandbox (:mod:`largefedbench.run.sandboxed`), twice,
+its client functions in the harness's worker processes. A built-in (or any method with ``sandbox="off"``) runs in
+this process, where the guards below watch the federation.
+
+It also tries the ways out of the federation that the guards cannot watch. In this process the method runs three
+times: twice with its client functions in worker processes (as `lfb eval` runs it) and once with them in this process; a client
 function that keeps what it sees (in a closure, a module global, the view) changes what the method reads only in
 this process, so the results differ ("isolation"). And a few canary clients, whose spans are secret random words,
 join the train split: after the runs every output (the artifact's texts, info, history and model, the method class,
@@ -136,9 +140,11 @@ def _clients(prep, bundle, cls: type) -> _Clients:
     return _Clients(split, embeddings, canaries)
 
 
-def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path, clients: _Clients, executor: Any) -> _Run:
+def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path, clients: _Clients, executor: Any,
+              sandboxed: bool = False) -> _Run:
     from largefedbench.contract import PublicResources
     from largefedbench.federation import Federation
+    from largefedbench.run.sandboxed import run_method_sandboxed
 
     run = _Run()
     cls = prep.method_cls
@@ -152,7 +158,11 @@ def _run_once(prep, bundle, evaluator, seed: int, run_dir: Path, clients: _Clien
                              corpus=evaluator.public_corpus, snapshot=prep.fd.manifest)  # public data only
     start = time.perf_counter()
     try:
-        run.artifact = cls().train(fed, public, prep.config, prep.budget)
+        if sandboxed:  # as lfb eval runs a plug-in: its own guarded process, the federation served from here
+            run_dir.mkdir(parents=True, exist_ok=True)
+            run.artifact = run_method_sandboxed(prep, evaluator, fed, public, seed, run_dir, lambda msg: None).artifact
+        else:
+            run.artifact = cls().train(fed, public, prep.config, prep.budget)
     except Exception as exc:  # noqa: BLE001 - the smoke test reports whatever the method raised
         run.error = f"{type(exc).__name__}: {exc}"
     run.seconds = time.perf_counter() - start
@@ -326,9 +336,10 @@ def _check_leaks(report: SmokeReport, search: LeakSearch) -> None:
 
 def smoke(method: str, *, epsilon: float | None = None, delta: float | None = None,
           overrides: dict[str, str] | None = None, seed: int = 0, dataset: str = "demo", home: Path | None = None,
-          log: Callable[[str], None] | None = None, root: Path | None = None) -> SmokeReport:
+          log: Callable[[str], None] | None = None, root: Path | None = None, sandbox: str = "auto") -> SmokeReport:
     """Smoke-test ``method`` (a registered name, ``module:Class`` or ``file.py:Class``) with the snapshots and caches
-    of ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name); see the module docstring."""
+    of ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name); see the module docstring. ``sandbox`` is
+    ``lfb eval``'s: ``auto`` runs a plug-in in its sandbox, ``off`` every method in this process."""
     from largefedbench.deprecation import renamed_path
 
     home = renamed_path("smoke", "home", home, "root", root)
@@ -337,12 +348,19 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     from largefedbench.run.eval import EvalRequest, prepare
     from largefedbench.run.evaluator import Evaluator
 
+    from largefedbench.errors import MethodError
+    from largefedbench.registry import method_target
+
     log = log or (lambda msg: None)
     report = SmokeReport(method)
-    cls = _check_contract(report, method)
-    if cls is None:
+    try:
+        sandboxed = sandbox != "off" and method_target(method)[1] != "built-in"  # as lfb eval runs it
+    except MethodError as exc:
+        report.add("contract", False, str(exc))
         return report
-    report.method = cls.name
+    cls = None if sandboxed else _check_contract(report, method)
+    if cls is None and not sandboxed:
+        return report
     from largefedbench.executors import LocalExecutor, ProcessExecutor
 
     since = time.time()
@@ -350,10 +368,23 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
         try:
             prep = prepare(EvalRequest(method=method, dataset=dataset, epsilon=epsilon, delta=delta, profile="tiny",
                                        seeds=(seed,), overrides=dict(overrides or {}), preset="tiny",
-                                       out=Path(tmp) / "board", home=home, progress=False))
+                                       out=Path(tmp) / "board", home=home, progress=False,
+                                       sandbox="off" if sandbox == "off" else "auto"))
+        except MethodError as exc:  # a plug-in's contract, checked where it was imported: its sandbox
+            report.add("contract" if sandboxed else "request", False, str(exc))
+            return report
         except LfbError as exc:
             report.add("request", False, str(exc))
             return report
+        if sandboxed:
+            cls = prep.method_cls
+            if not is_safe_id(cls.name):
+                report.add("contract", False, f"name {cls.name!r} is not a safe id (lower-case letters, digits, '.', "
+                           "'_', '-')")
+                return report
+            report.add("contract", True, f"{prep.method.target} (name {cls.name!r}, output {cls.output!r}), "
+                       "described by its sandboxed process")
+        report.method = cls.name
         log("loading the demo snapshot's tiny models (built and cached on first use)")
         bundle = load_models(prep.profile, prep.fd, device="cpu", progress=False, home=home)
         evaluator = Evaluator(prep, bundle, log)
@@ -366,10 +397,14 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
         saved_tmp, tempfile.tempdir = tempfile.tempdir, str(own_tmp)
         saved_env, os.environ["TMPDIR"] = os.environ.get("TMPDIR"), str(own_tmp)
         try:
-            for k, (executor, where) in enumerate([(workers, "worker processes"), (workers, "worker processes"),
-                                                   (LocalExecutor(), "this process")], 1):
-                log(f"run {k} of 3 with seed {seed}, client functions in {where}")
-                runs.append(_run_once(prep, bundle, evaluator, seed, Path(tmp) / f"run-{k}", clients, executor))
+            plan = [(workers, "worker processes"), (workers, "worker processes")]
+            if not sandboxed:  # a sandboxed method cannot share a process with its client functions
+                plan.append((LocalExecutor(), "this process"))
+            for k, (executor, where) in enumerate(plan, 1):
+                log(f"run {k} of {len(plan)} with seed {seed}, client functions in {where}"
+                    + (", the method in its sandbox" if sandboxed else ""))
+                runs.append(_run_once(prep, bundle, evaluator, seed, Path(tmp) / f"run-{k}", clients, executor,
+                                      sandboxed))
         finally:
             tempfile.tempdir = saved_tmp
             if saved_env is None:
@@ -390,7 +425,10 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     if not _check_artifact(report, cls, first):
         return report
     deterministic = _check_same(report, runs[0], runs[1])
-    if deterministic:
+    if sandboxed:
+        report.add("isolation", True, "the method ran in its sandboxed process and its client functions in the "
+                   "harness's worker processes: nothing a client function keeps can reach train()")
+    elif deterministic:
         _check_isolated(report, first, runs[2])
     else:
         report.add("isolation", False, "not checked: two runs with client functions in worker processes already "

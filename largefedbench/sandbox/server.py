@@ -25,7 +25,7 @@ from largefedbench.rounds.state_file import read_state, write_state
 from largefedbench.sandbox.jail import JAIL, NO_JAIL, jail_available, jailed_command, kept_environment
 from largefedbench.sandbox.wire import Channel, ChannelClosed, SealedFunction
 
-__all__ = ["SandboxRun", "code_folders", "run_sandboxed"]
+__all__ = ["SandboxRun", "code_folders", "describe_sandboxed", "run_sandboxed"]
 
 _TOKEN = re.compile(r"[0-9a-f]{64}\Z")
 METHOD_FOLDER = "method"  # the one folder of the seed the method's process may write (its round checkpoints)
@@ -175,6 +175,60 @@ def _start(argv: list[str], *, root: str, read_only: list[str], writable: list[s
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=None if guard == JAIL else env)
 
 
+def _guard(log: Callable[[str], None], require_jail: bool) -> str:
+    why = jail_available()
+    if why is not None and require_jail:
+        raise InputError(f"the method sandbox needs Linux namespaces and cannot have them here: {why}")
+    if why is not None:
+        log(f"method sandbox: {why}; the method runs in its own process without the OS guard (the entry says so)")
+    return JAIL if why is None else NO_JAIL
+
+
+def _host(*, home: Path, hidden: list[Path], code: list[str], writable: list[str], guard: str) -> tuple[subprocess.Popen, str]:
+    """The method's process (:data:`HOST`) and the empty folder its namespace mounts its root on."""
+    models = Path(home).resolve() / "models"
+    hf_cache = Path(kept_environment().get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    root = tempfile.mkdtemp(prefix="lfb-jail-")  # stays empty here: the tmpfs root is mounted in the namespace only
+    proc = _start([sys.executable, "-m", HOST], root=root,
+                  read_only=[*code_folders(), *code, str(models), str(hf_cache)], writable=writable,
+                  hidden=[str(Path(h).resolve()) for h in hidden],
+                  env=kept_environment({"LFB_HOME": str(Path(home).resolve())}), guard=guard)
+    return proc, root
+
+
+def _stop(proc: subprocess.Popen, root: str) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    os.rmdir(root)
+
+
+def describe_sandboxed(init: dict[str, Any], *, home: Path, hidden: list[Path], log: Callable[[str], None]) -> dict[str, Any]:
+    """What the method ``init["method"]`` is (``method_host.describe``), imported in its own process behind the same
+    guard as its run, so the harness never runs a plug-in's code; the guard used is in ``"guard"``."""
+    guard = _guard(log, require_jail=False)
+    proc, root = _host(home=home, hidden=hidden, code=list(init.get("sys_path", [])), writable=[], guard=guard)
+    channel = Channel(proc.stdout, proc.stdin)
+    try:
+        channel.send({**init, "op": "describe"})
+        try:
+            answer = channel.recv()
+        except ChannelClosed:
+            raise MethodError(f"the method's process exited (code {proc.wait()}) before it described the method; "
+                              "its output above says why") from None
+    finally:
+        _stop(proc, root)
+    if answer.get("op") == "failed":
+        error = answer["error"].partition(": ")[2] or answer["error"]
+        if answer.get("kind") == "InputError":
+            raise InputError(error)
+        trace = f"\n{answer['traceback']}" if answer.get("traceback") else ""
+        raise MethodError(error if answer.get("kind") == "MethodError" else f"{answer['error']}{trace}")
+    if answer.get("op") != "described":
+        raise MethodError(f"the method's process answered {answer.get('op')!r} where it should describe the method")
+    return {**answer, "guard": guard}
+
+
 def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidden: list[Path], device,
                   new_model: Callable[[], Any], log: Callable[[str], None], require_jail: bool = False) -> SandboxRun:
     """Run the method ``init`` describes in its own process and serve it until it returns; see the module docstring.
@@ -182,22 +236,12 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
     run without the OS guard."""
     if getattr(getattr(fed, "_executor", None), "name", "") == "local":
         raise InputError("a sandboxed method's client functions run in client worker processes: drop --executor local")
-    why = jail_available()
-    if why is not None and require_jail:
-        raise InputError(f"the method sandbox needs Linux namespaces and cannot have them here: {why}")
-    guard = JAIL if why is None else NO_JAIL
-    if why is not None:
-        log(f"method sandbox: {why}; the method runs in its own process without the OS guard (the entry says so)")
+    guard = _guard(log, require_jail)
     method_dir = seed_dir / METHOD_FOLDER
     method_dir.mkdir(parents=True, exist_ok=True)
     init = {**init, "method_dir": str(method_dir.resolve()), "home": str(Path(home).resolve())}
-    models = Path(home).resolve() / "models"
-    hf_cache = Path(kept_environment().get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-    root = tempfile.mkdtemp(prefix="lfb-jail-")  # stays empty here: the tmpfs root is mounted in the namespace only
-    proc = _start([sys.executable, "-m", HOST], root=root,
-                  read_only=[*code_folders(), str(models), str(hf_cache)], writable=[str(method_dir)],
-                  hidden=[str(Path(h).resolve()) for h in hidden],
-                  env=kept_environment({"LFB_HOME": str(Path(home).resolve())}), guard=guard)
+    proc, root = _host(home=home, hidden=hidden, code=list(init.get("sys_path", [])), writable=[str(method_dir)],
+                       guard=guard)
     channel, server = Channel(proc.stdout, proc.stdin), _Server(fed, fed.selection, seed_dir, log)
     try:
         channel.send(init)
@@ -218,10 +262,7 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
             except LfbError as exc:  # the method's mistake: it gets the message, as it would in-process
                 channel.send({"error": str(exc), "kind": "input" if isinstance(exc, InputError) else "method"})
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        os.rmdir(root)
+        _stop(proc, root)
     return _collect(request, method_dir, device, new_model, guard)
 
 

@@ -3,7 +3,8 @@ returns what it got hold of ("" when it got nothing). :class:`AttackKit` is a me
 public texts, reporting each attack's outcome in its artifact's ``info["breaches"]``; the scorer patch shows in the
 score instead (a patched scorer reports top-1 0.99). ``lfb smoke --attacks`` and the project's tests run it under
 ``lfb eval``; a method author can run it against their own setup. What it does not try: the kernel itself (an
-escape from the namespaces), side channels through timing, and the import of the method's module by the harness.
+escape from the namespaces) and side channels through timing. Code a module runs on import is tried by the tests
+(the harness must never import a plug-in).
 """
 
 from __future__ import annotations

@@ -47,9 +47,20 @@ def test_lfb_methods_lists_the_plugin_by_its_distribution(example_plugin, capsys
     ],
 )
 def test_a_broken_method_fails_the_check_that_names_its_fault(cls, check, message, tiny):
+    """In the harness's process (``--sandbox off``, as built-ins run), where the guards watch the federation."""
+    _fd, _bundle, root = tiny
+    report = smoke(f"{BROKEN}:{cls}", home=root, sandbox="off")
+    assert not report.ok
+    failed = [c for c in report.checks if not c.ok]
+    assert any(c.name == check and message in c.detail for c in failed), report.format()
+
+
+@pytest.mark.parametrize("cls, check, message", [("Peeker", "train", "has no attribute '_clients'"),
+                                                 ("NoTiny", "contract", "Config.tiny()")])
+def test_in_its_sandbox_a_broken_method_fails_the_same_check_or_finds_nothing(cls, check, message, tiny):
+    """As `lfb eval` runs a plug-in: described and run in its own process, where the federation is a proxy."""
     _fd, _bundle, root = tiny
     report = smoke(f"{BROKEN}:{cls}", home=root)
-    assert not report.ok
     failed = [c for c in report.checks if not c.ok]
     assert any(c.name == check and message in c.detail for c in failed), report.format()
 
@@ -70,7 +81,7 @@ def test_a_leaky_method_fails_smoke_saying_what_leaked_and_where(cls, failures, 
     """Issue 28: client functions that keep what they see (closure, module global, method attribute) or write it to
     a file; isolation or the private-text search catches each."""
     _fd, _bundle, root = tiny
-    report = smoke(f"{BROKEN}:{cls}", home=root)
+    report = smoke(f"{BROKEN}:{cls}", home=root, sandbox="off")
     failed = [c for c in report.checks if not c.ok]
     for check, message in failures:
         assert any(c.name == check and message in c.detail for c in failed), report.format()

@@ -117,6 +117,39 @@ def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(ti
     assert breaches["non-finite clients"] == ""  # zeroed rows: the door holds in either process
 
 
+@needs_jail
+def test_a_plugin_is_described_by_its_sandbox_and_never_imported_by_the_harness(tiny, tmp_path):
+    import largefedbench.evaluation.accuracy as accuracy
+    from largefedbench.config_overrides import config_to_dict
+    from largefedbench.registry import file_module_name
+    from largefedbench.run.eval import EvalRequest, prepare
+
+    _fd, _bundle, root = tiny
+    marker = f"LFB_TEST_IMPORTED_{os.getpid()}"
+    plugin = tmp_path / "import_attack.py"
+    plugin.write_text("import os\nfrom largefedbench.testing.attacks import AttackKit, patch_scorer\n"
+                      f"os.environ[{marker!r}] = '1'\n"
+                      "patch_scorer(None, None)  # on import: a process that imports this module scores 0.99\n"
+                      "class Imported(AttackKit):\n    name = 'import-attack'\n")
+    scorer = accuracy.next_token_accuracy
+
+    def request(**overrides):
+        return EvalRequest(method=f"{plugin}:Imported", dataset="demo", profile="tiny", seeds=(0,), epsilon=4.0,
+                           home=root, out=tmp_path / "board", progress=False, overrides=overrides)
+
+    prep = prepare(request())
+    assert marker not in os.environ and accuracy.next_token_accuracy is scorer  # its import-time code never ran here
+    assert file_module_name(plugin) not in sys.modules
+    assert prep.method.target == f"{file_module_name(plugin)}:Imported" and prep.method_cls.name == "import-attack"
+    assert prep.method.source == file_module_name(plugin) and prep.method_cls.output == "synthetic text"
+    assert config_to_dict(prep.config) == {"n_texts": 16}  # the tiny preset, resolved in the sandbox
+    with pytest.raises(InputError, match="n_texts"):  # a bad override is still the user's error, said plainly
+        prepare(request(n_texts="many"))
+    with pytest.raises(MethodError, match="method file"):
+        prepare(EvalRequest(method=f"{tmp_path / 'missing.py'}:Imported", dataset="demo", profile="tiny",
+                            home=root, out=tmp_path / "board", progress=False))
+
+
 def test_a_checkpoint_cannot_name_a_federation_state_the_harness_did_not_save(tmp_path):
     from largefedbench.sandbox.server import _Server
 

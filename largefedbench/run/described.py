@@ -1,0 +1,84 @@
+"""A plug-in method as the harness knows it without importing it: the description its own sandboxed process gave
+(:func:`largefedbench.sandbox.server.describe_sandboxed`) as a stand-in class with the same contract attributes,
+module and name (so the entry's target and id are those of the imported class) and a Config dataclass with the same
+fields, holding the configuration resolved there. Its ``train`` cannot run here: the method runs only in its sandbox.
+
+So the scoring process never executes a plug-in's code, not even what its module runs on import."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from largefedbench.contract import Method
+from largefedbench.errors import MethodError
+from largefedbench.registry import ResolvedMethod, distribution_of, file_module_name, method_target, module_location
+
+__all__ = ["DescribedMethod", "describe_method", "plugin_code"]
+
+
+@dataclass(frozen=True)
+class DescribedMethod(ResolvedMethod):
+    """A plug-in resolved in its sandbox: ``reference`` is what its process imports, ``folders`` what it must read to
+    do so, ``config`` the configuration it resolved, ``file`` its module's file (for the entry's provenance)."""
+
+    reference: str = ""
+    folders: tuple[str, ...] = ()
+    config: Any = None
+    file: Path | None = None
+
+
+def plugin_code(target: str) -> tuple[str, list[str], Path | None]:
+    """How a sandboxed process imports ``target`` (``module:Class`` or ``file.py:Class``), found without running it:
+    the reference it is given (a method file's absolute path), the folders to put on its ``sys.path`` and read, and
+    the module's file."""
+    module, _, attr = target.partition(":")
+    if module.endswith(".py"):
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise MethodError(f"no method file {module}: give an existing .py file as path/to/file.py:Class")
+        return f"{path}:{attr}", [str(path.parent)], path
+    found = module_location(module)
+    if found is None:
+        raise MethodError(f"no module {module!r} (from {target!r}): give an importable module:Class, or "
+                          "path/to/file.py:Class for a file")
+    top = module_location(module.split(".")[0]) or found
+    return target, [str(top.parent.parent if top.name == "__init__.py" else top.parent)], found
+
+
+def _stand_in(d: dict[str, Any]) -> type:
+    attrs = dict(d["attributes"])
+    fixed = attrs.get("fixed_epsilon")
+    attrs["fixed_epsilon"] = None if fixed is None else float(fixed)  # "inf" crossed as a string
+    config_cls = dataclasses.make_dataclass(str(d["config_class"]), [(str(n), str(t)) for n, t in d["fields"]],
+                                            frozen=True)
+    config_cls.__module__, config_cls.__qualname__ = d["module"], str(d["config_class"])
+
+    def train(self, fed, public, cfg, budget):
+        raise MethodError(f"{d['module']}:{d['qualname']} runs in its sandboxed process only")
+
+    cls = type(d["qualname"].rpartition(".")[2], (Method,), {**attrs, "Config": config_cls, "train": train})
+    cls.__module__, cls.__qualname__ = d["module"], d["qualname"]
+    return cls
+
+
+def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: Path, hidden: list[Path],
+                    log=lambda msg: None) -> DescribedMethod:
+    """The plug-in ``name`` (registered name, ``module:Class`` or ``file.py:Class``) described by its own sandboxed
+    process with the configuration of ``preset`` and ``overrides``."""
+    from largefedbench.sandbox.server import describe_sandboxed
+
+    target, source = method_target(name)
+    reference, folders, file = plugin_code(target)
+    d = describe_sandboxed({"method": reference, "sys_path": folders, "preset": preset, "overrides": dict(overrides)},
+                           home=home, hidden=hidden, log=log)
+    if reference.partition(":")[0].endswith(".py") and d["module"] != file_module_name(Path(file)):
+        raise MethodError(f"the method file {file} named its class's module {d['module']!r}: leave __module__ as it is")
+    cls = _stand_in(d)
+    config = cls.Config(**d["config"])
+    dist = distribution_of(d["module"])
+    version = (dist.version if dist is not None else None) or d["attributes"].get("version") or "unversioned"
+    return DescribedMethod(cls, d["module"], str(version), reference=reference, folders=tuple(folders),
+                           config=config, file=file)
