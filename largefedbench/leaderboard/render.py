@@ -17,6 +17,7 @@ from largefedbench.leaderboard.files import ENTRIES, inside
 from largefedbench.leaderboard.findings import EntryReport
 from largefedbench.leaderboard.html_page import render_html
 from largefedbench.leaderboard.markdown import render_markdown
+from largefedbench.leaderboard.project_readme import with_board_lines
 from largefedbench.leaderboard.validate import validate_paths
 
 PLOTS = "plots"
@@ -81,6 +82,11 @@ def render_board(out: Path = Path("leaderboard"), *, check: bool = False) -> Ren
     plots = {g.slug: _plot_paths(g) for g in board.groups}
     pages = {"README.md": render_markdown(board, plots), "index.html": render_html(board, plots)}
     result = RenderResult(board, reports)
+    project = out.resolve().parent / "README.md"  # the project README beside the board, if it has a board block
+    lines = with_board_lines(project.read_text(encoding="utf-8"), board.data_statement(), out.resolve().name) \
+        if project.is_file() else None
+    if lines is not None:
+        pages[project] = lines
     if check:
         for name, text in pages.items():
             path = out / name

@@ -247,3 +247,22 @@ def test_the_frontier_keeps_to_the_private_rows_when_the_non_private_line_is_far
     assert low < 15.3 and 20.7 < high < 33.8  # the public line and the best row's error bar stay on the axis
     assert _zoom(rows, [15.3, 15.5], 24.0) is None  # within one spread of the rows: one axis holds all
     assert _zoom([], [15.3], 33.8) is None
+
+
+def test_the_project_readme_beside_the_board_says_what_data_its_results_are_on(board, tmp_path):
+    from largefedbench.leaderboard.project_readme import BEGIN, END
+
+    folder, _result, _roles = board
+    copy = tmp_path / "board"
+    shutil.copytree(folder, copy, symlinks=True)
+    project = tmp_path / "README.md"
+    project.write_text(f"# A project\n\n{BEGIN}\ntyped by hand\n{END}\n\nThe rest.\n")
+    assert project in render_board(copy, check=True).stale  # the hand-typed line is stale
+    render_board(copy)
+    text = project.read_text()
+    assert "typed by hand" not in text and text.endswith("\n\nThe rest.\n")
+    assert f"{BEGIN}\n**No results on real records yet: every group below is on LLM-written demo text" in text
+    assert "[board/README.md](board/README.md)" in text and render_board(copy, check=True).stale == []
+    project.write_text("# No block\n")
+    render_board(copy)
+    assert project.read_text() == "# No block\n"
