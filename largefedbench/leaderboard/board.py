@@ -293,14 +293,16 @@ def mark_variants(group: Group) -> None:
 
 
 def mark_superseded(groups: list[Group]) -> None:
-    """Of the groups that differ only in their ε = 0 model (a checkpoint pretrained on another machine), the one with
-    the newest entry is current; the others are marked superseded by its model."""
+    """Of the groups that differ only in their ε = 0 model (a checkpoint pretrained on another machine or by another
+    code version), the one that covers the most methods is current, the newest entry breaking ties (one new entry on
+    a new model does not demote a committed group; re-running its methods does); the others are marked superseded
+    by its model."""
     same: dict[tuple, list[Group]] = {}
     for g in groups:
         if g.public_model:
             same.setdefault((g.dataset, g.window, g.content_sha256, g.profile, g.public), []).append(g)
     for family in same.values():
-        current = max(family, key=lambda g: (g.newest, g.public_model))
+        current = max(family, key=lambda g: (len({r.entry.method.name for r in g.rows}), g.newest, g.public_model))
         for g in family:
             g.superseded_by = "" if g is current else current.public_model
 

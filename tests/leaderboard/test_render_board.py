@@ -197,7 +197,7 @@ def test_entries_whose_public_model_was_pretrained_to_other_weights_are_never_ra
     assert any("ε = 0 model 000000000000" in g.title for g in board.groups)
 
 
-def test_of_groups_apart_only_by_their_public_model_the_newest_is_current_and_the_rest_are_marked(produced, tmp_path):
+def test_of_groups_apart_only_by_their_public_model_the_widest_then_newest_is_current_and_the_rest_are_marked(produced, tmp_path):
     import copy
     import dataclasses
 
@@ -221,6 +221,14 @@ def test_of_groups_apart_only_by_their_public_model_the_newest_is_current_and_th
     old["created_at"] = "2026-03-01T00:00:00+00:00"
     reports = validate_paths([save(tmp_path, old, artifacts_from=art), save(tmp_path, new, artifacts_from=art)])
     assert [g.public_model for g in build_board(reports).groups] == ["f" * 12, current.public_model]
+    # one newer entry on a new model does not demote a group that covers more methods
+    other = relabel(with_seeds(entry, [0, 1, 2]), method="another-method", entry_id="another-method-row")
+    other["profile"] = copy.deepcopy(old["profile"])
+    old["created_at"] = "2026-01-01T00:00:00+00:00"
+    wider = validate_paths([save(tmp_path, old, artifacts_from=art), save(tmp_path, other, artifacts_from=art),
+                            save(tmp_path, new, artifacts_from=art)])
+    assert [(g.public_model, g.superseded_by) for g in build_board(wider).groups] == \
+        [("f" * 12, ""), (current.public_model, "f" * 12)]
     # a group on other data (or public resources) with a newer entry supersedes nothing
     groups = build_board(reports).groups
     elsewhere = dataclasses.replace(groups[1], content_sha256="0" * 64, superseded_by="", rows=list(groups[1].rows))
