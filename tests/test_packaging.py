@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,13 @@ def test_every_data_file_of_the_library_matches_a_package_data_pattern():
     assert all(f.parts[0] == "largefedbench" for f in data), f"data files outside the library: {data}"
     missing = sorted(str(f) for f in data if not any(f.relative_to("largefedbench").match(p) for p in patterns))
     assert not missing, f"add patterns for {missing} to [tool.setuptools.package-data] in pyproject.toml"
+
+
+def test_the_package_metadata_is_ready_for_an_index():
+    """What PyPI shows and checks: a version, a licence expression, a readme, classifiers it knows the form of."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "largefedbench" and re.fullmatch(r"\d+\.\d+\.\d+", project["version"])
+    assert project["license"] == "Apache-2.0" and project["readme"] == "README.md" and project["authors"]
+    assert [(REPO / f).read_text().lstrip().startswith("Apache License") for f in project["license-files"]] == [True]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]  # PEP 639: the expression only
+    assert all(re.fullmatch(r"[A-Z][\w /.+-]*( :: [\w /.+()-]+)+", c) for c in project["classifiers"])
