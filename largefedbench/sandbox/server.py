@@ -44,6 +44,20 @@ class SandboxRun:
     selections: list[dict[str, Any]] = field(default_factory=list)
     guard: str = JAIL  # "namespaces" or "process"
     carried_seconds: float = 0.0  # what earlier processes spent on the rounds this one resumed after
+    accuracy_queries: int = 0  # fed.selection.accuracy calls the harness answered (this process only)
+
+    def __post_init__(self) -> None:
+        self.selections = with_counted_queries(self.selections, self.accuracy_queries)
+
+
+def with_counted_queries(records: list[dict[str, Any]], queries: int) -> list[dict[str, Any]]:
+    """The method's own selection records, plus the count of held-out accuracy queries the harness answered it: what
+    a method reports of its choices is its own word, the count is not (it states how often the held-out data was
+    read, whatever the records say)."""
+    if not queries:
+        return list(records)
+    return [*records, {"by": "method", "what": "held-out accuracy queries, counted by the harness", "metric": "top1",
+                       "chosen": 0, "candidates": int(queries)}]
 
 
 def code_folders() -> list[str]:
@@ -67,6 +81,7 @@ class _Server:
         self.states = seed_dir / "federation-states"  # outside the method's folder: it cannot edit a ledger it resumes
         self.cohorts: dict[int, Any] = {}
         self.plans: dict[int, Any] = {}
+        self.accuracy_queries = 0  # counted here: what the method reports of its choices is its own word
 
     def handle(self, request: dict[str, Any]) -> Any:
         op = request.get("op")
@@ -146,6 +161,7 @@ class _Server:
     def _selection(self, request: dict[str, Any]) -> Any:
         sel, call = self.selection, request.get("call")
         if call == "accuracy":
+            self.accuracy_queries += 1
             return sel.accuracy(self._model(request["weights"]))
         if call == "train_downstream":
             model = sel.train_downstream(list(request["texts"]))
@@ -263,10 +279,11 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
                 channel.send({"error": str(exc), "kind": "input" if isinstance(exc, InputError) else "method"})
     finally:
         _stop(proc, root)
-    return _collect(request, method_dir, device, new_model, guard)
+    return _collect(request, method_dir, device, new_model, guard, server.accuracy_queries)
 
 
-def _collect(done: dict[str, Any], method_dir: Path, device, new_model: Callable[[], Any], guard: str) -> SandboxRun:
+def _collect(done: dict[str, Any], method_dir: Path, device, new_model: Callable[[], Any], guard: str,
+             queries: int) -> SandboxRun:
     path = method_dir / ARTIFACT_FILE
     saved = read_state(path, fix="Run the seed again.") if path.exists() else None
     artifact = None if saved is None else saved.get("artifact")
@@ -277,4 +294,5 @@ def _collect(done: dict[str, Any], method_dir: Path, device, new_model: Callable
     path.unlink()
     return SandboxRun(artifact, list(done.get("calibrations") or []), float(done.get("method_seconds", 0.0)),
                       {str(k): float(v) for k, v in (done.get("method_stages") or {}).items()},
-                      [dict(r) for r in done.get("selections") or []], guard, float(done.get("carried_seconds", 0.0)))
+                      [dict(r) for r in done.get("selections") or []], guard, float(done.get("carried_seconds", 0.0)),
+                      queries)

@@ -158,3 +158,20 @@ def test_a_checkpoint_cannot_name_a_federation_state_the_harness_did_not_save(tm
         server.handle({"op": "load_state", "token": "0" * 64})
     with pytest.raises(InputError, match="did not save"):
         server.handle({"op": "load_state", "token": "../../ledger"})
+
+
+def test_the_harness_counts_the_held_out_queries_a_sandboxed_method_makes_whatever_it_reports(tmp_path):
+    from types import SimpleNamespace
+
+    from largefedbench.sandbox.server import SandboxRun, _Server
+
+    selection = SimpleNamespace(_new_downstream=lambda: torch.nn.Linear(2, 2), accuracy=lambda model: {"top1": 0.5})
+    server = _Server(fed=None, selection=selection, seed_dir=tmp_path, log=print)
+    weights = {k: v.clone() for k, v in torch.nn.Linear(2, 2).state_dict().items()}
+    for _ in range(7):
+        assert server.handle({"op": "selection", "call": "accuracy", "weights": weights}) == {"top1": 0.5}
+    claimed = [{"by": "method", "what": "round of rounds", "metric": "fid", "chosen": 1, "candidates": 2}]
+    ran = SandboxRun(None, [], 0.0, {}, claimed, accuracy_queries=server.accuracy_queries)
+    assert ran.selections[0] == claimed[0] and ran.selections[1]["candidates"] == 7
+    assert "counted by the harness" in ran.selections[1]["what"]
+    assert SandboxRun(None, [], 0.0, {}, claimed).selections == claimed  # no query, nothing added
