@@ -277,7 +277,7 @@ def _refresh_release(args) -> int:
 
 def cmd_release(args) -> int:
     from largefedbench.data.federated import resolve_snapshot
-    from largefedbench.data.releases import list_releases, write_release
+    from largefedbench.data.releases import check_release_name, list_releases, write_release
     from largefedbench.data.snapshot import read_manifest
     from largefedbench.errors import InputError
 
@@ -289,6 +289,7 @@ def cmd_release(args) -> int:
     if not args.name or not args.snapshots:
         raise InputError("lfb release NAME --snapshots SNAP[,SNAP]: name the release (e.g. 2026q4) and its snapshots "
                          "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases")
+    check_release_name(args.name)  # before reading any snapshot
     manifests = [read_manifest(resolve_snapshot(ref.strip(), args.home)) for ref in args.snapshots.split(",") if ref.strip()]
     path, release = write_release(args.name, manifests, home=args.home, out=args.out, previous=args.previous)
     if args.push_to_hub:

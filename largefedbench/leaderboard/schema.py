@@ -18,6 +18,8 @@ from largefedbench.errors import InputError
 
 SCHEMA_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
+#: pydantic checks fields with Rust's regex, where ``$`` is the end of the text; Python's ``$`` also matches before a
+#: final newline, so Python code checks with :func:`is_safe_id` (a full match)
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
 _ID = re.compile(ID_PATTERN)
 
@@ -415,4 +417,4 @@ def parse_entry(data: dict[str, Any] | Entry) -> Entry:
 
 
 def is_safe_id(value: str) -> bool:
-    return bool(_ID.match(value)) and ".." not in value
+    return isinstance(value, str) and bool(_ID.fullmatch(value)) and ".." not in value

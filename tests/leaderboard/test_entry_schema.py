@@ -72,9 +72,20 @@ def test_unknown_fields_are_forbidden_at_every_level():
 
 
 @pytest.mark.parametrize("value, safe", [("dp-fedavg", True), ("popri--demo--tiny--eps1--ab12", True), ("a..b", False),
-                                         ("../x", False), ("UPPER", False), ("", False), ("a/b", False)])
+                                         ("../x", False), ("UPPER", False), ("", False), ("a/b", False),
+                                         ("dp-fedavg\n", False), ("x\n\n", False), ("\nx", False)])
 def test_safe_ids(value, safe):
     assert is_safe_id(value) is safe
+
+
+@pytest.mark.parametrize("where", ["entry_id", "method.name", "dataset.snapshot"])
+def test_an_id_ending_in_a_newline_is_refused_by_the_schema(where):
+    data = migrate(json.loads(V1_FILES[0].read_text()))
+    Entry.model_validate(data)
+    section, _, key = where.rpartition(".")
+    (data[section] if section else data)[key] += "\n"
+    with pytest.raises(ValidationError, match="should match pattern"):
+        Entry.model_validate(data)
 
 
 def test_an_entry_records_its_selections_and_the_board_marks_private_ones():
