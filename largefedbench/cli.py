@@ -1038,6 +1038,20 @@ def _stdout_gone() -> bool:
 HOME_ONLY_COMMANDS = ("refresh", "data", "release", "cutoffs")
 
 
+def _write_places(args) -> str:
+    """The flags that move what a command writes, for the message of a failed write."""
+    from largefedbench.paths import HOME_FLAG, HOME_OR_BOARD
+
+    sub = getattr(args, "leaderboard_command", None) or getattr(args, "data_command", None)
+    if args.command == "leaderboard" and sub == "submit":
+        return f"--board DIR (the board folder of your clone) or {HOME_FLAG}"
+    if args.command == "data" and sub == "export":
+        return "--out DIR (the export's new folder)"
+    if args.command in ("release", "cutoffs") and getattr(args, "out", None):
+        return f"--out (the file's place) or {HOME_FLAG}"
+    return HOME_FLAG if args.command in HOME_ONLY_COMMANDS else HOME_OR_BOARD
+
+
 def main(argv: list[str] | None = None) -> int:
     # OpenMP threads (torch, BLAS) sleep instead of spinning while they wait: on a shared machine spinning made a
     # warm `lfb eval --method popri` ~4x slower. Set before anything imports torch; the user's environment wins.
@@ -1064,12 +1078,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback
-        from largefedbench.paths import HOME_FLAG, HOME_OR_BOARD, WRITE_ERRNOS, write_error_message
+        from largefedbench.paths import WRITE_ERRNOS, write_error_message
 
         if exc.errno not in WRITE_ERRNOS:
             raise
-        places = HOME_FLAG if args.command in HOME_ONLY_COMMANDS else HOME_OR_BOARD
-        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}', places)}", file=sys.stderr)
+        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}', _write_places(args))}", file=sys.stderr)
         return 2  # like every refused run: the user changes where it writes, then runs it again
     except KeyboardInterrupt:
         print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)
