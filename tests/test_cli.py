@@ -265,6 +265,20 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def test_after_a_failed_data_verify_data_info_refuses_too(demo, capsys):
+    code, _ = _run(capsys, "data", "info", "demo")
+    assert code == 0  # verified once and remembered
+    arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
+    times, data = arrow.stat(), arrow.read_bytes()
+    at = data.index(b" the ")
+    arrow.write_bytes(data[:at] + b" thE " + data[at + 5:])  # same size, still valid Arrow
+    os.utime(arrow, ns=(times.st_atime_ns, times.st_mtime_ns))  # and the same time: only hashing can tell
+    code, err = _run(capsys, "data", "verify", "demo")
+    assert code == 2 and "does not match its manifest" in err
+    code, err = _run(capsys, "data", "info", "demo")
+    assert code == 2 and "does not match its manifest" in err  # not answered from the earlier verification
+
+
 def test_eval_refuses_a_snapshot_whose_data_no_longer_matches_its_hash(demo, lfb_home, capsys):
     arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
     data = arrow.read_bytes()
