@@ -97,6 +97,6 @@ def render_board(out: Path = Path("leaderboard"), *, check: bool = False) -> Ren
             atomic_write_text(out / name, text)
             result.written.append(out / name)
         for path in result.written:
-            path.chmod(0o644)  # a published board is world-readable (atomic writes start private)
+            path.chmod(0o644)  # a published board is world-readable, whatever the umask
     result.seconds = time.perf_counter() - start
     return result
