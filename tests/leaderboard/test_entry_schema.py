@@ -1,5 +1,6 @@
-"""The entry schema: version 2 with extra="forbid"; stored historic version-1 entries still load, migrate and
-validate (one ledger for all seeds, references called eps0/epsinf)."""
+"""The entry schema: version 3 with extra="forbid"; stored historic version-1 entries still load, migrate (to
+version 2, which may lack calibration records) and validate (one ledger for all seeds, references called
+eps0/epsinf)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_a_historic_v1_entry_migrates_to_the_current_schema(path):
     before = copy.deepcopy(data)
     entry = parse_entry(data)
     assert data == before, "migrate must not change its input"
-    assert entry.schema_version == SCHEMA_VERSION == 2
+    assert entry.schema_version == 2 and SCHEMA_VERSION == 3  # migrated to the version before the calibration records
     n = len(entry.seeds)
     assert entry.privacy.ledgers == [data["privacy"]["ledger"]] * n
     assert entry.privacy.epsilon_per_seed == [data["privacy"]["epsilon"]] * n
@@ -58,7 +59,7 @@ def test_a_v1_entry_without_its_ledger_is_rejected():
         parse_entry(data)
 
 
-@pytest.mark.parametrize("version", [0, 3, "2", None])
+@pytest.mark.parametrize("version", [0, 4, "2", None])
 def test_unknown_versions_are_refused_with_what_to_do(version):
     with pytest.raises(InputError, match="upgrade largefedbench or re-run `lfb eval`"):
         migrate({"schema_version": version})
