@@ -62,3 +62,11 @@ def test_the_cli_refuses_a_declared_name_with_a_newline_before_any_work(lfb_home
     err = capsys.readouterr().err
     assert "--name 'evil\\n'" in err and "Traceback" not in err
     assert not board.exists()  # no run folder, no entry
+
+
+def test_a_granule_id_with_a_trailing_newline_is_not_a_granule_id():
+    from largefedbench.scrapers.us_congress import granule_chamber
+
+    good = {"granuleId": "CREC-2024-09-10-pt1-PgS6001"}
+    assert granule_chamber(good) == ("Senate", None)
+    assert granule_chamber({"granuleId": good["granuleId"] + "\n"}) == (None, "unknown_granule_class")
