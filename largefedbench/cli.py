@@ -277,7 +277,7 @@ def _refresh_release(args) -> int:
 
 def cmd_release(args) -> int:
     from largefedbench.data.federated import resolve_snapshot
-    from largefedbench.data.releases import list_releases, write_release
+    from largefedbench.data.releases import check_release_name, list_releases, write_release
     from largefedbench.data.snapshot import read_manifest
     from largefedbench.errors import InputError
 
@@ -289,6 +289,7 @@ def cmd_release(args) -> int:
     if not args.name or not args.snapshots:
         raise InputError("lfb release NAME --snapshots SNAP[,SNAP]: name the release (e.g. 2026q4) and its snapshots "
                          "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases")
+    check_release_name(args.name)  # before reading any snapshot
     manifests = [read_manifest(resolve_snapshot(ref.strip(), args.home)) for ref in args.snapshots.split(",") if ref.strip()]
     path, release = write_release(args.name, manifests, home=args.home, out=args.out, previous=args.previous)
     if args.push_to_hub:
@@ -1040,6 +1041,20 @@ def _stdout_gone() -> bool:
 HOME_ONLY_COMMANDS = ("refresh", "data", "release", "cutoffs")
 
 
+def _write_places(args) -> str:
+    """The flags that move what a command writes, for the message of a failed write."""
+    from largefedbench.paths import HOME_FLAG, HOME_OR_BOARD
+
+    sub = getattr(args, "leaderboard_command", None) or getattr(args, "data_command", None)
+    if args.command == "leaderboard" and sub == "submit":
+        return f"--board DIR (the board folder of your clone) or {HOME_FLAG}"
+    if args.command == "data" and sub == "export":
+        return "--out DIR (the export's new folder)"
+    if args.command in ("release", "cutoffs") and getattr(args, "out", None):
+        return f"--out (the file's place) or {HOME_FLAG}"
+    return HOME_FLAG if args.command in HOME_ONLY_COMMANDS else HOME_OR_BOARD
+
+
 def main(argv: list[str] | None = None) -> int:
     # OpenMP threads (torch, BLAS) sleep instead of spinning while they wait: on a shared machine spinning made a
     # warm `lfb eval --method popri` ~4x slower. Set before anything imports torch; the user's environment wins.
@@ -1066,12 +1081,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # disk full, read-only or forbidden folder: say so instead of a traceback
-        from largefedbench.paths import HOME_FLAG, HOME_OR_BOARD, WRITE_ERRNOS, write_error_message
+        from largefedbench.paths import WRITE_ERRNOS, write_error_message
 
         if exc.errno not in WRITE_ERRNOS:
             raise
-        places = HOME_FLAG if args.command in HOME_ONLY_COMMANDS else HOME_OR_BOARD
-        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}', places)}", file=sys.stderr)
+        print(f"lfb: error: {write_error_message(exc, f'lfb {args.command}', _write_places(args))}", file=sys.stderr)
         return 2  # like every refused run: the user changes where it writes, then runs it again
     except KeyboardInterrupt:
         print("lfb: interrupted; what was fetched is kept, run the same command again to resume", file=sys.stderr)

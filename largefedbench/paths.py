@@ -54,8 +54,9 @@ def check_writable_dir(path: Path, what: str) -> None:
     if not probe.is_dir():
         raise InputError(f"{what}: {probe} is a file, not a folder; pass a folder (it is created if missing)")
     if not os.access(probe, os.W_OK | os.X_OK):
+        flag = what.split("=")[0].split()[0]  # the setting the user gave: --out, --board, --home or LFB_HOME
         raise InputError(f"{what}: cannot write into {probe} (read-only or permission denied); "
-                         "pass a writable folder or set LFB_HOME to one")
+                         f"{'set' if flag == 'LFB_HOME' else 'pass'} {flag} a writable folder")
 
 
 HOME_FLAG = "--home DIR (the home: snapshots, caches)"

@@ -4,9 +4,10 @@
 - retries with exponential backoff on connection errors, timeouts, 429 (honouring ``Retry-After``), 5xx and
   HTTP 200 with an empty body (which some sources send under load: it is never read as "no results");
 - a rate limit (default one request per second, ``LFB_RATE_LIMIT`` requests/second or a CLI flag);
-- bounds on one response: an overall deadline (``LFB_RESPONSE_DEADLINE``, not only per-read timeouts), a size
-  cap on the body (``LFB_MAX_RESPONSE_MB``, enforced while streaming) and a cap on one ``Retry-After`` wait
-  (``LFB_MAX_RETRY_AFTER``: a server asking for longer stops the refresh at once, to be resumed later);
+- bounds on one response: an overall deadline (``LFB_RESPONSE_DEADLINE``, headers included, not only per-read
+  timeouts: :mod:`.deadline`), a size cap on the body (``LFB_MAX_RESPONSE_MB``, enforced while streaming) and a
+  cap on one ``Retry-After`` wait (``LFB_MAX_RETRY_AFTER``: a server asking for longer stops the refresh at once,
+  to be resumed later);
 - a body cut short mid-transfer, or labelled gzip but not decoding (a flaky proxy may garble one response), is
   retried like a dropped connection and reported after the last attempt; a redirect loop and a body over the cap
   are reported, not retried;
@@ -36,6 +37,7 @@ from largefedbench import __version__
 from largefedbench.errors import InputError, SourceError
 
 from .cache import RawCache, cache_key
+from .deadline import Deadline, watched_session
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,8 +104,8 @@ class HttpSettings:
     # A server asking to wait longer than this (Retry-After) stops the refresh instead; run it again later.
     max_retry_after: float = field(
         default_factory=lambda: env_limit("LFB_MAX_RETRY_AFTER", 120.0, "the longest Retry-After to wait, in seconds"))
-    # Overall time for one response (connection, headers, body): checked between reads, each bounded by
-    # read_timeout, so one response never takes longer than response_deadline + read_timeout.
+    # Overall time for one response (connection, headers, body): a timer cuts the connection when it passes, so a
+    # server dripping its headers or body a byte at a time (each read within read_timeout) is stopped too.
     response_deadline: float = field(
         default_factory=lambda: env_limit("LFB_RESPONSE_DEADLINE", 300.0, "seconds allowed for one whole response"))
     max_body_bytes: int = field(  # a larger body is refused (streamed, never read whole first)
@@ -136,7 +138,7 @@ class HttpClient:
         self.cache = cache
         self.settings = settings or HttpSettings()
         self.secrets = {k: v for k, v in (secrets or {}).items() if v}
-        self.session = session or requests.Session()
+        self.session = session or watched_session()
         self.session.headers["User-Agent"] = user_agent()
         self.sleep = sleep
         self._last_request = -float("inf")
@@ -286,15 +288,30 @@ class HttpClient:
     def _attempt(
         self, url: str, query: dict[str, Any], headers: dict[str, str], shown: str, secret: bool
     ) -> tuple[int, str, str | None, bytes]:
-        """One GET, redirects included: ``(status, redacted reason, Retry-After, body)``; the body only for 200."""
-        started = time.monotonic()
-        response = self._get_following_redirects(url, query, headers, shown, secret)
+        """One GET, redirects included: ``(status, redacted reason, Retry-After, body)``; the body only for 200.
+        The whole of it runs under the response deadline, which cuts the connection when it passes."""
+        deadline = Deadline(self.settings.response_deadline)
         try:
-            body = self._read_body(response, shown, started) if response.status_code == 200 else b""
-            reason = self.redact(str(response.reason or ""))
-            return response.status_code, reason, response.headers.get("Retry-After"), body
-        finally:
-            response.close()
+            with deadline:
+                started = time.monotonic()
+                response = self._get_following_redirects(url, query, headers, shown, secret)
+                try:
+                    body = self._read_body(response, shown, started) if response.status_code == 200 else b""
+                    reason = self.redact(str(response.reason or ""))
+                    result = response.status_code, reason, response.headers.get("Retry-After"), body
+                finally:
+                    response.close()
+        except (requests.ConnectionError, requests.Timeout, _Transient):
+            if deadline.expired:  # the cut connection, not the network
+                raise self._late() from None
+            raise
+        if deadline.expired:  # cut while the body was read: what came may look whole, and is not
+            raise self._late()
+        return result
+
+    def _late(self) -> _Transient:
+        return _Transient(f"no complete response within the {self.settings.response_deadline:g} s deadline on one "
+                          "response (LFB_RESPONSE_DEADLINE)")
 
     def _get_following_redirects(
         self, url: str, query: dict[str, Any], headers: dict[str, str], shown: str, secret: bool
@@ -340,8 +357,7 @@ class HttpClient:
         try:
             while True:
                 if time.monotonic() - started > deadline:
-                    raise _Transient(f"no complete response within the {deadline:g} s deadline on one response "
-                                     "(LFB_RESPONSE_DEADLINE)")
+                    raise self._late()
                 piece = read(READ_CHUNK, decode_content=True)
                 if not piece:
                     return b"".join(pieces)

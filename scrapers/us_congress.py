@@ -107,8 +107,8 @@ PAGE_SIZE = 1000  # GovInfo's maximum page size
 OPEN_LISTING_DAYS = 7  # a month listing ending this close to today is downloaded again on each run
 CONTENT_URL = "https://www.govinfo.gov/content/pkg/{pkg}/html/{granule}.htm"
 
-_PACKAGE_ID = re.compile(r"^CREC-(\d{4}-\d{2}-\d{2})$")
-_GRANULE_ID = re.compile(r"^CREC-\d{4}-\d{2}-\d{2}-[A-Za-z0-9]+-Pg([A-Z])[A-Za-z0-9-]*$")
+_PACKAGE_ID = re.compile(r"^CREC-(\d{4}-\d{2}-\d{2})\Z")
+_GRANULE_ID = re.compile(r"^CREC-\d{4}-\d{2}-\d{2}-[A-Za-z0-9]+-Pg([A-Z])[A-Za-z0-9-]*\Z")
 GRANULE_CLASSES: dict[str, str | None] = {"HOUSE": "House", "SENATE": "Senate", "EXTENSIONS": None, "DAILYDIGEST": None}
 PAGE_LETTERS: dict[str, str | None] = {"H": "House", "S": "Senate", "E": None, "D": None}
 _SKIP_REASON = {"EXTENSIONS": "extensions_granule", "DAILYDIGEST": "daily_digest_granule", "E": "extensions_granule",

@@ -1,7 +1,7 @@
 """A local HTTP server on 127.0.0.1 that answers at a real API's paths with recorded data (tests only).
 
 An *app* maps ``(path, query)`` to a :class:`Reply`; scripted faults (429, 5xx, empty bodies, truncated
-bodies, bodies cut short mid-transfer, slow bodies, dropped connections) can be queued in front of it. Every
+bodies, bodies cut short mid-transfer, slow headers and bodies, dropped connections) can be queued in front of it. Every
 request is recorded.
 """
 
@@ -27,6 +27,7 @@ class Reply:
     send_length: bool = True  # False: no Content-Length, the body ends when the socket closes
     drip: float = 0.0  # seconds between body pieces of ``drip_bytes`` (a slow server)
     drip_bytes: int = 64
+    drip_headers: bool = False  # drip the status line and headers too (a server slow before its body)
 
 
 App = Callable[[str, dict[str, str]], Reply]
@@ -62,9 +63,16 @@ class ReplayServer:
                     self.send_header(k, v)
                 if reply.send_length:
                     self.send_header("Content-Length", str(len(reply.body)))
-                self.end_headers()
                 body = reply.body if reply.truncate_at is None else reply.body[: reply.truncate_at]
                 try:
+                    if reply.drip_headers:  # what end_headers would send at once, in pieces
+                        head, self._headers_buffer = b"".join(self._headers_buffer) + b"\r\n", []
+                        for i in range(0, len(head), reply.drip_bytes):
+                            self.wfile.write(head[i : i + reply.drip_bytes])
+                            self.wfile.flush()
+                            time.sleep(reply.drip)
+                    else:
+                        self.end_headers()
                     if reply.drip:
                         for i in range(0, len(body), reply.drip_bytes):
                             self.wfile.write(body[i : i + reply.drip_bytes])

@@ -265,6 +265,20 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def test_after_a_failed_data_verify_data_info_refuses_too(demo, capsys):
+    code, _ = _run(capsys, "data", "info", "demo")
+    assert code == 0  # verified once and remembered
+    arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
+    times, data = arrow.stat(), arrow.read_bytes()
+    at = data.index(b" the ")
+    arrow.write_bytes(data[:at] + b" thE " + data[at + 5:])  # same size, still valid Arrow
+    os.utime(arrow, ns=(times.st_atime_ns, times.st_mtime_ns))  # and the same time: only hashing can tell
+    code, err = _run(capsys, "data", "verify", "demo")
+    assert code == 2 and "does not match its manifest" in err
+    code, err = _run(capsys, "data", "info", "demo")
+    assert code == 2 and "does not match its manifest" in err  # not answered from the earlier verification
+
+
 def test_eval_refuses_a_snapshot_whose_data_no_longer_matches_its_hash(demo, lfb_home, capsys):
     arrow = demo / "data" / "train" / "data-00000-of-00001.arrow"
     data = arrow.read_bytes()
@@ -331,6 +345,55 @@ def test_a_full_disk_is_a_message_and_no_temporary_folder_is_left(lfb_home, monk
     err = capsys.readouterr().err
     assert "lfb eval failed: the disk is full" in err and "--home DIR" in err and "LFB_HOME/--out" not in err
     assert "--out DIR (the board)" in err  # eval writes the board too
+
+
+def test_a_full_disk_in_refresh_names_home_not_its_deprecated_out(lfb_home, monkeypatch, capsys):
+    import errno
+
+    from biorxiv_replay import BiorxivApp, corpus
+    from replay_server import ReplayServer
+
+    from largefedbench.cli import main
+    from largefedbench.scrapers.cache import RawCache
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RawCache, "put", full)  # the first response stored raw hits the full disk
+    with ReplayServer(BiorxivApp(corpus(1))) as srv:
+        code = main(["refresh", "--sources", "biorxiv", "--since", "2024-09", "--until", "2024-09", "--quiet",
+                     "--base-url", f"biorxiv={srv.url}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "lfb refresh failed: the disk is full" in err and "Traceback" not in err
+    assert "--home DIR" in err and "--out" not in err  # refresh's --out is only a deprecated spelling of --home
+
+
+def test_a_board_that_is_a_file_is_named_as_board_before_any_check(lfb_home, tmp_path, capsys):
+    from largefedbench.cli import main
+
+    board = tmp_path / "board"
+    board.write_text("not a folder")
+    code = main(["leaderboard", "submit", str(tmp_path / "missing.json"), "--board", str(board), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--board {board}: {board} is a file, not a folder" in err
+    assert "--home" not in err and "--out" not in err
+
+
+def test_a_failed_write_names_the_flags_of_its_command():
+    from largefedbench.cli import _write_places, build_parser
+
+    parser = build_parser()
+    places = {" ".join(argv): _write_places(parser.parse_args(argv)) for argv in (
+        ["leaderboard", "submit", "e.json"], ["data", "export", "demo", "--format", "flower", "--out", "x"],
+        ["release", "r1", "--snapshots", "demo", "--out", "x"], ["refresh", "--since", "2024-09"],
+        ["eval", "--method", "dp-fedavg"])}
+    assert places["leaderboard submit e.json"].startswith("--board DIR")
+    assert places["data export demo --format flower --out x"].startswith("--out DIR (the export")
+    assert places["release r1 --snapshots demo --out x"].startswith("--out") and "--home" in places[
+        "release r1 --snapshots demo --out x"]
+    assert "--out" not in places["refresh --since 2024-09"]
+    assert "--home DIR" in places["eval --method dp-fedavg"] and "--out DIR (the board)" in places[
+        "eval --method dp-fedavg"]
 
 
 def test_a_read_only_home_is_refused_before_any_work(lfb_home, monkeypatch, capsys):

@@ -5,9 +5,9 @@
   split per snapshot split. flwr-datasets' ``NaturalIdPartitioner(partition_by="client_id")`` makes one partition
   per client, as the snapshot has them.
 - ``dpsda``: ``private.csv`` (the train split's spans) and ``public.csv`` (the public split's) with the ``text``
-  column that Microsoft's Private Evolution library reads (``pe.data.TextCSV(csv_path, text_column="text")``);
-  ``client_id`` rides along and is not a label (keep ``label_columns`` empty). Score what PE made there with
-  ``lfb eval`` here.
+  column that Microsoft's Private Evolution library reads (``pe.data.TextCSV(csv_path, text_column="text")``) and
+  each span's client in ``PE.CLIENT_ID``, the column its client-level voting reads (not a label: keep
+  ``label_columns`` empty). Score what PE made there with ``lfb eval`` here.
 
 The folder is built beside ``out`` and moved into place only when complete; an existing ``out`` is never touched.
 """
@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from largefedbench.data import dpsda
 from largefedbench.errors import InputError
 from largefedbench.io import publish_dir
 
@@ -51,7 +52,7 @@ def _write_flower(fd: Any, splits: list[str], folder: Path) -> None:
 def _write_csv(path: Path, rows: dict[str, list[Any]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["text", "client_id"])
+        writer.writerow(["text", dpsda.CLIENT_ID])
         writer.writerows(zip(rows["text"], rows["client_id"]))
 
 

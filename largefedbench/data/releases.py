@@ -135,9 +135,11 @@ def write_release(name: str, manifests: list[dict[str, Any]], *, home: Path | st
         raise InputError(f"a release has one snapshot per dataset; these repeat one: {', '.join(datasets)}")
     folder = Path(out) if out is not None else releases_dir(home)
     path = folder / f"{name}.json"
-    if path.exists() or any(p.stem == name for p in _release_files(home)):
-        raise InputError(f"release {name!r} exists already ({path if path.exists() else 'shipped'}): a release is "
-                         "immutable; name the next one (e.g. the next quarter)")
+    existing = path if path.exists() else next((p for p in _release_files(home) if p.stem == name), None)
+    if existing is not None:
+        where = "shipped with LargeFedBench" if existing.parent == SHIPPED else str(existing)
+        raise InputError(f"release {name!r} exists already ({where}): a release is immutable; name the next one "
+                         "(e.g. the next quarter)")
     earlier = [r for r in list_releases(home) if r["name"] < name]
     prev = find_release(previous, home) if previous else (earlier[-1] if earlier else None)
     snapshots = [release_record(m) for m in sorted(manifests, key=lambda m: m["dataset"])]

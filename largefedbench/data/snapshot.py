@@ -9,6 +9,7 @@ folder and renamed into place, and never modified afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -398,9 +399,11 @@ def verify_snapshot(fd, root: Path | None = None, *, full: bool = False) -> bool
         known = None
     if not full and isinstance(known, dict) and known.get("content_sha256") == claimed and known.get("files") == stats:
         return False
+    if known is not None:  # forgotten until this check passes: a failed one is never answered from memory
+        with contextlib.suppress(OSError):  # a read-only LFB_HOME cannot forget (nor remember) anything
+            cache.unlink()
     actual = content_hash({s: _rows(fd[s].table) for s in ALL_SPLITS})
     if actual != claimed:
-        cache.unlink(missing_ok=True)  # a failed check is never answered from memory again
         raise SnapshotError(
             f"snapshot {manifest.get('name')!r} at {path} does not match its manifest: its data hashes to "
             f"{actual[:16]}… but manifest.json says content_sha256 {str(claimed)[:16]}… (a data file was edited or "

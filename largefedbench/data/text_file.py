@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from largefedbench.data.dpsda import TEXT, iteration_file_problem
 from largefedbench.errors import InputError
 
 __all__ = ["TextFile", "read_text_file"]
@@ -24,6 +25,7 @@ class TextFile:
     sha256: str
     texts: list[str]
     skipped: int  # empty or whitespace-only texts left out
+    columns: tuple[str, ...] = ()  # a CSV's header (the other columns are not read)
 
 
 def read_text_file(path: str | Path, *, what: str = "--synthetic") -> TextFile:
@@ -42,21 +44,32 @@ def read_text_file(path: str | Path, *, what: str = "--synthetic") -> TextFile:
         content = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {path}: not UTF-8 text ({exc}); save the file as UTF-8") from None
-    values = _csv_texts(content, path, what) if suffix == ".csv" else _jsonl_texts(content, path, what)
+    columns: tuple[str, ...] = ()
+    if suffix == ".csv":
+        columns, values = _csv_texts(content, path, what)
+    else:
+        values = _jsonl_texts(content, path, what)
     texts = [t for t in values if t.strip()]
     if not texts:
         raise InputError(f"{what} {path}: holds no non-empty text ({len(values)} rows read)")
-    return TextFile(name=path.name, sha256=hashlib.sha256(raw).hexdigest(), texts=texts, skipped=len(values) - len(texts))
+    return TextFile(name=path.name, sha256=hashlib.sha256(raw).hexdigest(), texts=texts, skipped=len(values) - len(texts),
+                    columns=columns)
 
 
-def _csv_texts(content: str, path: Path, what: str) -> list[str]:
+def _csv_texts(content: str, path: Path, what: str) -> tuple[tuple[str, ...], list[str]]:
+    """The CSV's header and its `text` column."""
+    reader = csv.DictReader(content.splitlines(keepends=True))
     try:
-        reader = csv.DictReader(content.splitlines(keepends=True))
-        if not reader.fieldnames or "text" not in reader.fieldnames:
-            raise InputError(f"{what} {path}: the CSV has no `text` column (columns: "
-                             f"{', '.join(reader.fieldnames or []) or 'none'}); name the column of texts `text`")
-        return [row["text"] or "" for row in reader]
+        columns = tuple(reader.fieldnames or ())
+        if "text" not in columns:
+            problem = iteration_file_problem(path.name, columns) if TEXT in columns else None
+            raise InputError(f"{what} {path}: the CSV has no `text` column (columns: {', '.join(columns) or 'none'}); "
+                             + (problem if problem else "name the column of texts `text`"))
+        return columns, [row["text"] or "" for row in reader]
     except csv.Error as exc:
+        if "field limit" in str(exc):  # csv's own cap on one field
+            raise InputError(f"{what} {path}: line {reader.reader.line_num} holds a text over the {csv.field_size_limit():,} "
+                             "characters a text may have; split it into texts of sample size") from None
         raise InputError(f"{what} {path}: not a readable CSV ({exc})") from None
 
 

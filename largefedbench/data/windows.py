@@ -17,7 +17,7 @@ from typing import Any
 
 from largefedbench.errors import InputError
 
-_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
+_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?\Z")
 
 
 def parse_date(value: str, *, end_of_month: bool = False, flag: str = "--since") -> dt.date:

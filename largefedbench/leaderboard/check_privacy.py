@@ -8,10 +8,11 @@ import math
 from typing import Any
 
 from largefedbench.leaderboard.findings import Finding, error, note
-from largefedbench.leaderboard.schema import Entry, epsilon_value
+from largefedbench.leaderboard.schema import CALIBRATED_SINCE, Entry, epsilon_value
 from largefedbench.privacy.rules import BUDGET_SLACK, delta_for_clients_problem, over_budget
 
-__all__ = ["BUDGET_SLACK", "EPSILON_ATOL", "EPSILON_RTOL", "check_privacy", "epsilon_matches", "recompute_epsilon"]
+__all__ = ["BUDGET_SLACK", "EPSILON_ATOL", "EPSILON_RTOL", "check_privacy", "epsilon_matches", "recompute_epsilon",
+           "sigma_checked_only_by_rerun"]
 
 #: a claimed ε matches the recomputed one if |claimed − recomputed| ≤ EPSILON_ATOL + EPSILON_RTOL·recomputed
 #: (the accountants are deterministic; the slack absorbs numerical differences between library versions)
@@ -124,11 +125,37 @@ def check_privacy(entry: Entry) -> list[Finding]:
                              "Fix the method's noise calibration so its releases fit the budget"))
     if p.calibrations is not None and recomputed and (entry.diagnostic is None or entry.diagnostic.kind != "noise-free"):
         out += _check_calibrations(entry)
-    elif p.calibrations is None and any(isinstance(led, dict) and led.get("events") for led in p.ledgers):
+    elif p.calibrations is None and _noised(entry) and entry.schema_version >= CALIBRATED_SINCE:
+        out.append(error("privacy-calibration", "privacy.calibrations", f"a schema-version-{entry.schema_version} "
+                         "entry whose ledgers record noised releases carries no noise calibrations, so its σ cannot "
+                         "be checked against its own plan and target",
+                         "Do not remove the calibration records: re-run `lfb eval`, which writes them"))
+    elif p.calibrations is None and _noised(entry):
         out.append(note("privacy-calibration", "privacy.calibrations", "the entry records no noise calibration (made "
                         "before they were recorded): its σ is checked against its own plan only by re-running it",
                         "`lfb leaderboard reproduce` re-runs it; a new `lfb eval` records the calibrations"))
     return out
+
+
+def _noised_ledger(ledger: Any) -> bool:
+    events = ledger.get("events", []) if isinstance(ledger, dict) else []
+    sigmas = [e.get("noise_multiplier") for e in events if isinstance(e, dict)]
+    return any(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in sigmas)
+
+
+def _noised(entry: Entry) -> bool:
+    """Does a ledger record a release with noise (a σ to calibrate; a noiseless ε = ∞ release has none)?"""
+    return any(_noised_ledger(led) for led in entry.privacy.ledgers)
+
+
+def sigma_checked_only_by_rerun(entry: Entry) -> bool:
+    """A valid entry whose σ the file cannot check against its plan, only a re-run can (the board marks it): one of
+    a schema before the calibration records that has none, or with a seed whose method chose its σ without
+    ``budget.calibrate`` (noised releases, no record)."""
+    p = entry.privacy
+    if p.calibrations is None:
+        return _noised(entry) and entry.schema_version < CALIBRATED_SINCE
+    return any(not records and _noised_ledger(ledger) for records, ledger in zip(p.calibrations, p.ledgers))
 
 
 #: a calibrated σ spends its target up to the search's tolerance (opacus: 0.01 in ε; Brent: 1e-6 in σ; PLD/PRV: 0.1 %

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from largefedbench.leaderboard.board import REFERENCES, Row, cpu_text, gain_over_control
+from largefedbench.leaderboard.check_privacy import sigma_checked_only_by_rerun
 from largefedbench.leaderboard.ranks import rank_text
 from largefedbench.leaderboard.reproduced import outside_seed_spread, seeds_text
 
@@ -161,6 +162,22 @@ OTHER_GENERATOR_ONLY_NOTE = ("† its generator-only numbers (a generator-only e
                              "(re-run the entry)")
 
 
+#: marks an ε whose σ only a re-run can check against its plan (the footnote under the group)
+SIGMA_BY_RERUN = "‡"
+SIGMA_BY_RERUN_NOTE = ("‡ σ checked only by re-running: the entry records no noise calibration for its releases (made "
+                       "before entries recorded them, or its method chose σ without budget.calibrate), so validation "
+                       "recomputes ε from its ledgers but cannot check that σ is the calibration of its plan for its "
+                       "target; `lfb leaderboard reproduce` re-runs it")
+
+
+def sigma_by_rerun(row: Row) -> bool:
+    return sigma_checked_only_by_rerun(row.entry)
+
+
+def _epsilon_text(row: Row) -> str:
+    return _num(row.epsilon, 4) + (f" {SIGMA_BY_RERUN}" if sigma_by_rerun(row) else "")
+
+
 def _gain(row: Row) -> float | None:
     g = row.entry.metrics.gain_over_generator_only
     return g.mean if g is not None else None
@@ -209,8 +226,8 @@ COLUMNS: tuple[Column, ...] = (
            lambda r: r.label,
            lambda r: f"{r.entry.method.name} {r.entry.method.version}" + (f" [{r.variant}]" if r.variant else "")
            + (f" {UNSANDBOXED}" if unsandboxed(r) else ""), numeric=False),
-    Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers",
-           lambda r: r.epsilon, lambda r: _num(r.epsilon, 4)),
+    Column("epsilon", "ε", "user-level ε: the largest over the seeds, recomputed from the ledgers; ‡ σ checked only by "
+           "re-running (no calibration record)", lambda r: r.epsilon, _epsilon_text),
     Column("audited", "Audited ε", "empirical ε lower bound from canary clients (`lfb audit`, Steinke et al. 2023), "
            "flagged when it exceeds the claimed ε", _audited, _audited_text),
     Column("delta", "δ", "δ of the (ε, δ) guarantee", lambda r: r.entry.privacy.delta,

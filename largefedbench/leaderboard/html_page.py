@@ -18,10 +18,12 @@ from largefedbench.leaderboard.board import (
 from largefedbench.leaderboard.columns import (
     OTHER_GENERATOR_ONLY_NOTE,
     REPRODUCTION_LEGEND,
+    SIGMA_BY_RERUN_NOTE,
     UNSANDBOXED,
     Column,
     columns_for,
     noise_summary,
+    sigma_by_rerun,
     unsandboxed,
 )
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
@@ -172,6 +174,8 @@ def _group(group: Group, plots: dict[str, str]) -> str:
                          "</h3>" + "".join(_table(rows, status, b, group) for b, rows in tables) + "</div>")
     if any(r.other_generator_only for r in group.rows):
         parts.append(f'<p class="notice">{escape(OTHER_GENERATOR_ONLY_NOTE)}</p>')
+    if any(sigma_by_rerun(r) for r in group.rows):
+        parts.append(f'<p class="notice">{escape(SIGMA_BY_RERUN_NOTE)}</p>')
     parts.append("</section>")
     return "".join(parts)
 

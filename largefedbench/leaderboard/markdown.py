@@ -16,9 +16,11 @@ from largefedbench.leaderboard.board import (
 from largefedbench.leaderboard.columns import (
     OTHER_GENERATOR_ONLY_NOTE,
     REPRODUCTION_LEGEND,
+    SIGMA_BY_RERUN_NOTE,
     Column,
     columns_for,
     reproduction_state,
+    sigma_by_rerun,
 )
 from largefedbench.leaderboard.findings import MIN_RANKED_SEEDS
 from largefedbench.leaderboard.ranks import RULE
@@ -68,6 +70,8 @@ def _group(group: Group, plots: dict[str, str]) -> list[str]:
             out += [f"**{md_escape(bucket)}**", "", *_table(rows, status), ""]
     if any(r.other_generator_only for r in group.rows):
         out += [md_escape(OTHER_GENERATOR_ONLY_NOTE), ""]
+    if any(sigma_by_rerun(r) for r in group.rows):
+        out += [md_escape(SIGMA_BY_RERUN_NOTE), ""]
     return out
 
 

@@ -78,6 +78,11 @@ def render_board(out: Path = Path("leaderboard"), *, check: bool = False) -> Ren
         raise InputError(f"{out} has no {ENTRIES}/ folder, so there is no board to render there; pass --out the board "
                          f"folder (the one holding {ENTRIES}/, default ./leaderboard), or create {entries} for a new board")
     reports = validate_paths([entries])
+    if not any(r.valid for r in reports):
+        found = (f"none of its {len(reports)} entries is valid (`lfb leaderboard validate {entries}` says why)"
+                 if reports else "it holds no entry")
+        raise InputError(f"{entries}: {found}, so the board would be empty; nothing was written. Put an entry there "
+                         f"(`lfb eval --out {out}` writes one, `lfb leaderboard submit` copies one in) and render again")
     board = build_board(reports)
     plots = {g.slug: _plot_paths(g) for g in board.groups}
     pages = {"README.md": render_markdown(board, plots), "index.html": render_html(board, plots)}
@@ -98,6 +103,6 @@ def render_board(out: Path = Path("leaderboard"), *, check: bool = False) -> Ren
             atomic_write_text(out / name, text)
             result.written.append(out / name)
         for path in result.written:
-            path.chmod(0o644)  # a published board is world-readable (atomic writes start private)
+            path.chmod(0o644)  # a published board is world-readable, whatever the umask
     result.seconds = time.perf_counter() - start
     return result

@@ -133,8 +133,8 @@ def build_record(result: Any, entry_path: Path, *, tolerances: Any, seconds: flo
     return data
 
 
-_COMPARED_SEED = re.compile(r", seed (-?\d+)$")
-_ACCURACY = re.compile(r"^(next_token_accuracy|reference_public|reference_non_private)\.(top[135]), seed -?\d+$")
+_COMPARED_SEED = re.compile(r", seed (-?\d+)\Z")
+_ACCURACY = re.compile(r"^(next_token_accuracy|reference_public|reference_non_private)\.(top[135]), seed -?\d+\Z")
 
 
 def outside_seed_spread(record: ReproductionRecord, entry: Any) -> int:

@@ -1,8 +1,10 @@
-"""The leaderboard entry (DESIGN.md §8), schema version 2, as pydantic models with ``extra="forbid"``.
+"""The leaderboard entry (DESIGN.md §8), schema version 3, as pydantic models with ``extra="forbid"``.
 
 An entry is data only: nothing in it is executed. Numbers that cannot be JSON (ε = ∞) are the string ``"inf"``.
-Older versions are upgraded by :func:`migrate` before validation (version 1 had one ledger for all seeds and
-called the references ``eps0``/``epsinf``).
+Version 1 is upgraded by :func:`migrate` before validation (it had one ledger for all seeds and called the
+references ``eps0``/``epsinf``). Versions 2 and 3 have the same fields; a version-3 entry whose ledgers record a
+release must carry its noise calibrations (``privacy.calibrations``), which version 2 entries may lack (made before
+they were recorded: their σ is checked only by re-running them).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from largefedbench.errors import InputError
 
-SCHEMA_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
+CALIBRATED_SINCE = 3  # the first version that must carry the calibrations of every release it records
+#: pydantic checks fields with Rust's regex, where ``$`` is the end of the text; Python's ``$`` also matches before a
+#: final newline, so Python code checks with :func:`is_safe_id` (a full match)
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
 _ID = re.compile(ID_PATTERN)
 
@@ -312,7 +317,7 @@ class DeclaredSection(_Strict):
 
 
 class Entry(_Strict):
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[2, 3] = SCHEMA_VERSION  # version 1 is migrated to 2
     entry_id: str = Field(pattern=ID_PATTERN)
     created_at: str
     method: MethodSection
@@ -382,7 +387,8 @@ class Entry(_Strict):
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """Upgrade an entry dict of any supported version to the current one (a new dict)."""
+    """Upgrade an entry dict of any supported version to the current fields (a new dict): version 1 becomes version
+    2; a version-2 entry keeps its version, which says it may lack the calibration records."""
     if not isinstance(data, dict):
         raise InputError(f"an entry is a JSON object, got {type(data).__name__}")
     version = data.get("schema_version")
@@ -415,4 +421,4 @@ def parse_entry(data: dict[str, Any] | Entry) -> Entry:
 
 
 def is_safe_id(value: str) -> bool:
-    return bool(_ID.match(value)) and ".." not in value
+    return isinstance(value, str) and bool(_ID.fullmatch(value)) and ".." not in value

@@ -43,7 +43,7 @@ from largefedbench.leaderboard.findings import (
     note,
 )
 from largefedbench.leaderboard.reproduced import check_record
-from largefedbench.leaderboard.schema import Entry, migrate
+from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry, migrate
 
 __all__ = ["format_reports", "reports_json", "validate_entry_file", "validate_paths"]
 
@@ -66,7 +66,7 @@ def _schema_findings(exc: Any) -> list[Finding]:
                 out.append(error("privacy-range", loc, f"ε must be a finite number ≥ 0, or the string \"inf\" for "
                                  f"the non-private reference; got {err.get('input')!r}", _RERUN))
         elif kind == "extra_forbidden":
-            out.append(error("schema", loc, "unknown field: schema version 2 has no such field",
+            out.append(error("schema", loc, f"unknown field: schema version {SCHEMA_VERSION} has no such field",
                              "Remove it; entries carry only the fields `lfb eval` writes (extra='forbid')"))
         elif kind == "missing":
             out.append(error("environment" if section == "environment" else "schema", loc, "required field is missing",

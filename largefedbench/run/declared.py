@@ -8,12 +8,14 @@ the board shows it apart, never ranked with computed claims.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from largefedbench.contract import Artifact, Method
+from largefedbench.data.dpsda import iteration_file_problem
 from largefedbench.data.text_file import TextFile, read_text_file
 from largefedbench.errors import InputError
 from largefedbench.registry import ResolvedMethod
@@ -22,6 +24,7 @@ __all__ = ["DECLARED_NOTE", "DeclaredConfig", "DeclaredMethod", "DeclaredSynthet
 
 DECLARED_NOTE = ("declared privacy: the synthetic texts were made outside LargeFedBench and their (ε, δ) is the "
                  "submitter's statement, not computed from a ledger; shown apart, never ranked with computed claims")
+log = logging.getLogger(__name__)
 MIN_TEXTS = 2  # FID's minimum sample count
 LABEL = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")
 
@@ -81,6 +84,8 @@ def declared_method(path: str | Path, *, label: str | None, made_with: str | Non
         raise InputError("--synthetic needs --made-with: the tool (and version or commit) that made the texts and how, "
                          "e.g. --made-with 'DPSDA PE text example, commit 1a2b3c, 10 iterations'; the entry states it")
     file = read_text_file(path)
+    if (problem := iteration_file_problem(file.name, file.columns)) is not None:
+        log.warning("--synthetic %s: %s (it is scored as it is)", path, problem)
     if len(file.texts) < MIN_TEXTS:
         raise InputError(f"--synthetic {path}: holds {len(file.texts)} non-empty text; scoring needs at least "
                          f"{MIN_TEXTS} (FID compares two sets of samples), and a useful score many more")

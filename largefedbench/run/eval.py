@@ -23,7 +23,7 @@ from largefedbench.config_overrides import config_from_overrides, config_to_dict
 from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError, PrivacyError, SnapshotError
 from largefedbench.io import atomic_write_json
-from largefedbench.leaderboard.schema import SCHEMA_VERSION, Entry
+from largefedbench.leaderboard.schema import Entry
 from largefedbench.paths import check_writable_dir
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.privacy.rules import check_delta
@@ -43,6 +43,9 @@ __all__ = ["DEFAULT_DELTA", "DEFAULT_EPSILON", "EvalRequest", "EvalResult", "Pre
 DEFAULT_EPSILON = 1.0  # POPri's strict regime (Table 1: ε ∈ {1, 7})
 DEFAULT_DELTA = 3e-6  # POPri App. C: δ = 3·10⁻⁶
 ID_LIMIT = 128  # entry ids (the schema's ID_PATTERN) are at most this long
+#: the schema version entry and run ids hash: version 3 changed no field (it requires the calibration records), so
+#: ids, and the finished seeds a run resumes by them, stay those of version 2
+ID_SCHEMA = 2
 MAX_SEED = 2**32 - 1  # numpy, torch and the methods' seed arithmetic all accept 0 .. 2**32 - 1
 
 
@@ -270,7 +273,7 @@ def prepare(request: EvalRequest) -> Prepared:
     key = {
         "method": method.target, "config": config_to_dict(config), "preset": preset,
         "snapshot": fd.manifest["content_sha256"], "profile": profile.name, "seeds": list(request.seeds),
-        "epsilon": str(budget.epsilon), "delta": budget.delta, "schema": SCHEMA_VERSION,
+        "epsilon": str(budget.epsilon), "delta": budget.delta, "schema": ID_SCHEMA,
     }
     if request.noise_free:  # only when set, so the ids of ordinary entries stay as they were
         key["noise_free"] = True

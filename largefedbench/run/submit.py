@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from largefedbench.errors import InputError
+from largefedbench.paths import check_writable_dir
 from largefedbench.leaderboard.files import EntryFile, board_of, expected_path
 from largefedbench.leaderboard.schema import Entry
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
@@ -74,6 +75,7 @@ def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins
     log = log or (lambda msg: None)
     result = SubmitResult()
     entry_path = Path(entry_path)
+    check_writable_dir(Path(board), f"--board {board}")  # before any check: a file there would fail only at the end
     if not entry_path.is_file():
         raise InputError(f"{entry_path}: no such entry file; give the .json that `lfb eval` wrote under "
                          "OUT/entries/DATASET/METHOD/")

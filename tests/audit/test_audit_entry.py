@@ -101,3 +101,23 @@ def test_the_sampling_rate_counts_the_leak_canaries(tmp_path):
     assert findings(tmp_path / "a", entry).valid
     entry["audit"]["leak_canaries"] = 0  # ledgers that sampled over N + inserted + 3, read as N + inserted
     assert "counts" in [f.check for f in findings(tmp_path / "b", entry).errors]
+
+
+@pytest.mark.slow
+def test_an_audit_with_the_default_settings_writes_an_entry_that_validates(tiny, tmp_path):
+    """`lfb audit --method dp-fedavg` with the audit's default canaries and leak canaries on the demo: the entry it
+    writes passes every check, its sampling rate recomputed over every client the federation held (one short round
+    of 20 clients keeps it quick; the references are cached in the session's shared home)."""
+    from largefedbench.leaderboard.validate import format_reports
+    from largefedbench.run.audit import LEAK_CANARIES
+    from largefedbench.run.eval import EvalRequest, run_eval
+
+    _fd, _bundle, root = tiny
+    request = EvalRequest(method="dp-fedavg", seeds=(0,), epsilon=4.0, out=tmp_path / "board", home=root,
+                          progress=False, overrides={"rounds": "1", "clients_per_round": "20", "max_local_steps": "1"})
+    result = run_eval(request, log=lambda m: None, audit=Audit(progress=False))
+    section = result.entry.audit
+    assert section.leak_canaries == LEAK_CANARIES > 0 and section.per_seed[0].inserted > 0
+    assert result.entry.config.method["clients_per_round"] < result.entry.privacy.n_train_clients  # a sampled rate
+    (report,) = validate_paths([tmp_path / "board" / "entries"])
+    assert report.valid, format_reports([report])

@@ -40,8 +40,12 @@ def test_a_dpsda_export_has_the_text_column_private_evolution_reads(tiny, tmp_pa
     assert "written as dpsda" in capsys.readouterr().out
     for name, split in (("private.csv", "train"), ("public.csv", "public")):
         with (tmp_path / "pe" / name).open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+        assert reader.fieldnames == ["text", "PE.CLIENT_ID"]  # the client column DPSDA's client-level voting reads
         assert [r["text"] for r in rows] == fd[split].all_spans()
+        owners = [cid for cid in fd[split].table["id"] for _ in fd[split].spans(cid)]
+        assert [r["PE.CLIENT_ID"] for r in rows] == owners
     with pytest.raises(SystemExit) as exit_:  # argparse names the choices
         main(["data", "export", str(fd.path), "--format", "parquet", "--out", str(tmp_path / "x")])
     assert exit_.value.code == 2 and "choose from 'flower', 'dpsda'" in capsys.readouterr().err

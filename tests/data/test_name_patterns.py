@@ -39,3 +39,34 @@ def test_a_jsonl_text_over_the_csv_field_cap_is_refused(tmp_path):
     big.write_text(json.dumps({"text": "x" * (csv.field_size_limit() + 1)}) + "\n")
     with pytest.raises(InputError, match="characters"):
         read_text_file(big)
+
+
+def test_the_cli_refuses_a_release_name_with_a_newline_before_any_work(lfb_home, capsys):
+    from largefedbench.cli import main
+
+    assert main(["release", "r9\n", "--snapshots", "demo"]) == 2  # refused before the snapshot is looked up
+    err = capsys.readouterr().err
+    assert "release name 'r9\\n'" in err and "Traceback" not in err
+    assert not (lfb_home / "releases").exists()
+
+
+def test_the_cli_refuses_a_declared_name_with_a_newline_before_any_work(lfb_home, tmp_path, capsys):
+    from largefedbench.cli import main
+
+    good = tmp_path / "good.csv"
+    good.write_text('text\n"a first text"\n"a second text"\n')
+    board = tmp_path / "board"
+    code = main(["eval", "--synthetic", str(good), "--made-with", "a test", "--name", "evil\n", "--epsilon", "4",
+                 "--delta", "1e-5", "--out", str(board), "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--name 'evil\\n'" in err and "Traceback" not in err
+    assert not board.exists()  # no run folder, no entry
+
+
+def test_a_granule_id_with_a_trailing_newline_is_not_a_granule_id():
+    from largefedbench.scrapers.us_congress import granule_chamber
+
+    good = {"granuleId": "CREC-2024-09-10-pt1-PgS6001"}
+    assert granule_chamber(good) == ("Senate", None)
+    assert granule_chamber({"granuleId": good["granuleId"] + "\n"}) == (None, "unknown_granule_class")

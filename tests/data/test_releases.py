@@ -106,6 +106,16 @@ def test_bad_release_requests_say_what_to_do(lfb_home, capsys):
     assert "--release rebuilds what the release records; drop --since" in capsys.readouterr().err
 
 
+def test_a_release_refused_for_its_name_says_where_the_existing_one_is(lfb_home, tmp_path):
+    snap = [{"dataset": "d", "name": "a", "content_sha256": "a" * 64}]
+    kept, _ = write_release("2026q4", snap, home=lfb_home)
+    elsewhere = tmp_path / "elsewhere"
+    with pytest.raises(InputError) as err:  # --out in another folder: the name is taken in the home
+        write_release("2026q4", snap, home=lfb_home, out=elsewhere)
+    assert f"exists already ({kept})" in str(err.value) and "shipped" not in str(err.value)
+    assert not elsewhere.exists()
+
+
 def test_release_references_and_changelog_units():
     assert split_release_ref("biorxiv@2026q4") == ("biorxiv", "2026q4")
     assert split_release_ref("hf://owner/name@main") is None and split_release_ref("biorxiv") is None

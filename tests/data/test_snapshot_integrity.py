@@ -78,6 +78,34 @@ def test_a_failed_full_verify_is_not_answered_from_memory_later(lfb_home):
         snap.verify_snapshot(load_snapshot(path))
 
 
+def test_a_full_verify_that_stops_midway_forgets_the_remembered_verification(lfb_home, monkeypatch):
+    path = build()
+    assert snap.verify_snapshot(load_snapshot(path)) is True  # hashed and remembered
+    real, calls = snap.content_hash, []
+
+    def unreadable(splits):
+        raise OSError(errno.EIO, "Input/output error")  # a damaged disk under the data files
+
+    monkeypatch.setattr(snap, "content_hash", unreadable)
+    with pytest.raises(OSError):
+        snap.verify_snapshot(load_snapshot(path), full=True)
+    monkeypatch.setattr(snap, "content_hash", lambda splits: calls.append(1) or real(splits))
+    assert snap.verify_snapshot(load_snapshot(path)) is True and calls == [1]  # hashed again, not from memory
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_a_snapshots_files_follow_the_umask(lfb_home, umask, mode):
+    import stat
+
+    old = os.umask(umask)
+    try:
+        path = build()
+    finally:
+        os.umask(old)
+    for name in ("manifest.json", "README.md"):  # written by the atomic writer
+        assert stat.S_IMODE((path / name).stat().st_mode) == mode, name
+
+
 def test_eval_refuses_an_edited_snapshot(lfb_home):
     from largefedbench.run.eval import EvalRequest, prepare
 

@@ -130,8 +130,10 @@ def shift_accuracy(data: dict[str, Any], delta: float) -> dict[str, Any]:
 
 def with_noise(data: dict[str, Any], factor: float) -> dict[str, Any]:
     """Every ledger's noise multipliers scaled by ``factor``; ε (per seed, max) and the target recomputed. The
-    calibration records go (no calibration for the new target made these σ): the variant is valid with a note."""
+    calibration records go (no calibration for the new target made these σ), so the variant is a version-2 entry,
+    made before the records: valid with a note, its σ marked on the board as checked only by re-running."""
     out = copy.deepcopy(data)
+    out["schema_version"] = 2
     p = out["privacy"]
     p.pop("calibrations", None)
     for ledger in p["ledgers"]:

@@ -5,10 +5,13 @@ target gives."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
+from largefedbench.leaderboard.check_privacy import sigma_checked_only_by_rerun
 from largefedbench.leaderboard.files import EntryFile, board_of
+from largefedbench.leaderboard.schema import SCHEMA_VERSION
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, PrivacyLedger
 
@@ -81,6 +84,57 @@ def test_edited_calibration_records_are_rejected(produced, tmp_path, edit, messa
 
 
 def test_an_entry_made_before_the_records_is_valid_with_a_note(tmp_path):
-    report = _report(tmp_path, _load(FEDAVG))
+    data = _load(FEDAVG)
+    assert data["schema_version"] == 2 and "calibrations" not in data["privacy"]
+    report = _report(tmp_path, data)
     assert report.valid and any(f.check == "privacy-calibration" and "records no noise calibration" in f.message
                                 for f in report.notes)
+    assert sigma_checked_only_by_rerun(report.entry)
+
+
+def test_a_current_entry_with_its_calibrations_deleted_is_rejected(produced, tmp_path):
+    """The σ forgery with the records deleted: a version-3 entry must carry them."""
+    forged = _scale_sigma(produced.entry.to_json(), 1.5, records=False)
+    assert forged["schema_version"] == SCHEMA_VERSION == 3
+    del forged["privacy"]["calibrations"]
+    report = _validate(tmp_path, forged, produced.path)
+    assert not report.valid and any(f.check == "privacy-calibration" and "carries no noise calibrations" in f.message
+                                    for f in report.errors), format_reports([report])
+    forged["schema_version"] = 2  # claiming the older schema does not hide it: the board marks its σ
+    old = _validate(tmp_path / "old", forged, produced.path)
+    assert old.valid and sigma_checked_only_by_rerun(old.entry)
+    assert not sigma_checked_only_by_rerun(produced.entry)
+
+
+def test_the_board_marks_a_sigma_only_a_rerun_can_check(produced, tmp_path):
+    from largefedbench.leaderboard.columns import SIGMA_BY_RERUN_NOTE
+    from largefedbench.leaderboard.render import render_board
+
+    from .entry_variants import relabel, with_noise
+
+    board = tmp_path / "board"
+    save(board, produced.entry.to_json(), artifacts_from=produced.path.parent)
+    older = relabel(with_noise(produced.entry.to_json(), 2.0), entry_id="dp-unigram-example--demo--tiny--older")
+    save(board, older, artifacts_from=produced.path.parent)
+    result = render_board(board)
+    assert not result.invalid, format_reports(result.invalid)
+    rows = {m[1]: line for line in (board / "README.md").read_text().splitlines()
+            if (m := re.search(r"`([^`]+)` \[json\]", line))}
+    assert " ‡ |" in rows["dp-unigram-example--demo--tiny--older"]
+    assert " ‡ |" not in rows[produced.entry.entry_id]
+    assert SIGMA_BY_RERUN_NOTE.split(":")[0] in (board / "README.md").read_text()
+    assert "σ checked only by re-running" in (board / "index.html").read_text()
+
+
+def test_an_entry_of_seeds_stored_before_the_records_is_written_as_version_2():
+    """A resumed run whose finished seeds predate the records writes the version that may lack them (valid, marked);
+    every other run writes the current version, which must carry them."""
+    from types import SimpleNamespace
+
+    from largefedbench.run.entry import _schema_version
+
+    released, silent = {"events": [{"noise_multiplier": 1.0}]}, {"events": []}
+    seed = lambda calibrations, ledger: SimpleNamespace(calibrations=calibrations, ledger=ledger)  # noqa: E731
+    assert _schema_version([seed([{"sigma": 1.0}], released), seed(None, released)]) == 2
+    assert _schema_version([seed([{"sigma": 1.0}], released), seed([], released)]) == SCHEMA_VERSION
+    assert _schema_version([seed(None, silent)]) == SCHEMA_VERSION  # a reference releases nothing to calibrate

@@ -1,5 +1,6 @@
-"""The entry schema: version 2 with extra="forbid"; stored historic version-1 entries still load, migrate and
-validate (one ledger for all seeds, references called eps0/epsinf)."""
+"""The entry schema: version 3 with extra="forbid"; stored historic version-1 entries still load, migrate (to
+version 2, which may lack calibration records) and validate (one ledger for all seeds, references called
+eps0/epsinf)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_a_historic_v1_entry_migrates_to_the_current_schema(path):
     before = copy.deepcopy(data)
     entry = parse_entry(data)
     assert data == before, "migrate must not change its input"
-    assert entry.schema_version == SCHEMA_VERSION == 2
+    assert entry.schema_version == 2 and SCHEMA_VERSION == 3  # migrated to the version before the calibration records
     n = len(entry.seeds)
     assert entry.privacy.ledgers == [data["privacy"]["ledger"]] * n
     assert entry.privacy.epsilon_per_seed == [data["privacy"]["epsilon"]] * n
@@ -58,7 +59,7 @@ def test_a_v1_entry_without_its_ledger_is_rejected():
         parse_entry(data)
 
 
-@pytest.mark.parametrize("version", [0, 3, "2", None])
+@pytest.mark.parametrize("version", [0, 4, "2", None])
 def test_unknown_versions_are_refused_with_what_to_do(version):
     with pytest.raises(InputError, match="upgrade largefedbench or re-run `lfb eval`"):
         migrate({"schema_version": version})
@@ -72,9 +73,20 @@ def test_unknown_fields_are_forbidden_at_every_level():
 
 
 @pytest.mark.parametrize("value, safe", [("dp-fedavg", True), ("popri--demo--tiny--eps1--ab12", True), ("a..b", False),
-                                         ("../x", False), ("UPPER", False), ("", False), ("a/b", False)])
+                                         ("../x", False), ("UPPER", False), ("", False), ("a/b", False),
+                                         ("dp-fedavg\n", False), ("x\n\n", False), ("\nx", False)])
 def test_safe_ids(value, safe):
     assert is_safe_id(value) is safe
+
+
+@pytest.mark.parametrize("where", ["entry_id", "method.name", "dataset.snapshot"])
+def test_an_id_ending_in_a_newline_is_refused_by_the_schema(where):
+    data = migrate(json.loads(V1_FILES[0].read_text()))
+    Entry.model_validate(data)
+    section, _, key = where.rpartition(".")
+    (data[section] if section else data)[key] += "\n"
+    with pytest.raises(ValidationError, match="should match pattern"):
+        Entry.model_validate(data)
 
 
 def test_an_entry_records_its_selections_and_the_board_marks_private_ones():

@@ -127,14 +127,33 @@ def test_rendering_is_deterministic_and_check_detects_a_stale_board(board, tmp_p
 
 
 def test_a_removed_group_takes_its_plots_with_it(board, tmp_path):
-    folder, _result, _roles = board
+    folder, result, _roles = board
+    copy = tmp_path / "board"
+    shutil.copytree(folder, copy, symlinks=True)
+    kept = sorted(p.name for p in (copy / "plots").glob("*.png"))
+    assert kept and all(p.startswith(result.board.groups[0].slug) for p in kept)
+    gone = copy / "plots" / "demo--removed-group--tiny--0123abcd.frontier.png"  # the plot of a group no entry has now
+    shutil.copyfile(copy / "plots" / kept[0], gone)
+    render_board(copy)
+    assert sorted(p.name for p in (copy / "plots").glob("*.png")) == kept
+
+
+@pytest.mark.parametrize("what", ["no entry", "only invalid entries"])
+def test_an_empty_board_is_refused_and_nothing_is_written(board, tmp_path, capsys, what):
+    folder, _result, roles = board
     copy = tmp_path / "board"
     shutil.copytree(folder, copy, symlinks=True)
     shutil.rmtree(copy / "entries")
     (copy / "entries").mkdir()
-    result = render_board(copy)
-    assert not list((copy / "plots").glob("*.png"))
-    assert "No entries yet" in (copy / "README.md").read_text() and result.board.groups == []
+    if what != "no entry":
+        save(copy, roles["invalid"])
+    before = {p.name: p.read_bytes() for p in [copy / "README.md", copy / "index.html", *(copy / "plots").glob("*")]}
+    assert main(["leaderboard", "render", "--out", str(copy)]) == 2
+    err = capsys.readouterr().err
+    found = "holds no entry" if what == "no entry" else "none of its 1 entries is valid"
+    assert found in err and "the board would be empty; nothing was written" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in [copy / "README.md", copy / "index.html", *(copy / "plots").glob("*")]} \
+        == before
 
 
 def test_a_folder_without_entries_is_not_a_board(tmp_path, capsys):

@@ -110,6 +110,27 @@ def test_a_slow_body_is_cut_off_at_the_response_deadline():
     assert "0.5 s deadline" in str(err.value) and "LFB_RESPONSE_DEADLINE" in str(err.value)
 
 
+def test_headers_dripped_a_byte_at_a_time_are_cut_off_at_the_response_deadline():
+    """Each byte comes well within the read timeout, so only the overall deadline can stop such a server."""
+    reply = Reply(200, real_page(), drip=0.05, drip_bytes=1, drip_headers=True)  # about 5 s of headers, then 65 KB
+    with ReplayServer(lambda p, q: reply) as srv:
+        started = time.monotonic()
+        with pytest.raises(SourceError) as err:
+            scraper(srv.url, max_attempts=1, read_timeout=5.0, response_deadline=0.5).fetch(WINDOW, progress=False)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0  # cut at the deadline, not after the headers
+    msg = str(err.value)
+    assert PAGE0 in msg and "0.5 s deadline" in msg and "LFB_RESPONSE_DEADLINE" in msg
+
+
+def test_a_body_cut_at_the_deadline_is_not_taken_for_a_whole_one():
+    """Without Content-Length the body ends when the socket closes: the cut must not read as the end."""
+    reply = Reply(200, real_page(), drip=0.02, send_length=False)
+    with ReplayServer(lambda p, q: reply) as srv:
+        with pytest.raises(SourceError, match="0.3 s deadline"):
+            scraper(srv.url, max_attempts=1, read_timeout=5.0, response_deadline=0.3).fetch(WINDOW, progress=False)
+
+
 @pytest.mark.parametrize("send_length", [True, False])
 def test_a_body_over_the_size_cap_gives_a_clear_error(send_length):
     body = real_page()
