@@ -14,7 +14,7 @@ from largefedbench.run.seed_result import jsonable
 from largefedbench.sandbox.server import SandboxRun, run_sandboxed
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.request import Prepared
     from largefedbench.run.evaluator import Evaluator
 
 SANDBOX_MODES = ("auto", "on", "off")  # lfb eval --sandbox: plug-ins only (default), every method, none
