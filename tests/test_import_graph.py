@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import graphlib
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -12,42 +13,66 @@ import pytest
 import largefedbench
 
 ROOT = Path(largefedbench.__file__).parent
+REPO = ROOT.parent
+#: the folders installed into the library as its packages (pyproject.toml's package-dir)
+INSTALLED_FOLDERS = {"largefedbench.methods": REPO / "methods", "largefedbench.scrapers": REPO / "scrapers"}
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+@lru_cache(maxsize=None)
+def library_modules() -> dict[str, Path]:
+    """Every module of the library by its import name (a package by its ``__init__.py``): ``largefedbench/`` and
+    the folders installed into it."""
+    files: dict[str, Path] = {}
+    for folder, package in [(ROOT, "largefedbench"), *((f, name) for name, f in INSTALLED_FOLDERS.items())]:
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            files[".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
+    return files
+
+
+def library_packages() -> list[str]:
+    return sorted(name for name, path in library_modules().items() if path.name == "__init__.py")
+
+
+@lru_cache(maxsize=None)
+def imported_modules(module: str) -> frozenset[str]:
+    """The library modules ``module`` imports: at the top, inside a function or under ``TYPE_CHECKING`` (a lazy or
+    type-only import hides a cycle, it does not remove it). ``from P import x`` is an arrow to the module ``P.x``
+    when there is one (Python imports a submodule even while ``P`` is half-initialised), else to ``P`` itself."""
+    modules, path = library_modules(), library_modules()[module]
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    deps: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x / from .x import y
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                deps.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return frozenset(d for d in deps if d in modules and d != module)
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
-    """module -> the modules of ``package`` it imports, at the top or inside a function (lazy imports count too:
-    a lazy import hides a cycle, it does not remove it). The package's own ``__init__`` is left out: it only
-    re-exports."""
-    folder = ROOT.parent.joinpath(*package.split("."))
-    modules = {_module_name(p): p for p in folder.glob("*.py") if p.name != "__init__.py"}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: from . import x / from .x import y
-                    base = ".".join(name.split(".")[: -node.level] + ([base] if base else []))
-                targets = [base] + [f"{base}.{a.name}" for a in node.names]
-            else:
-                continue
-            deps |= {t for t in targets if t in modules and t != name}
-        graph[name] = deps
-    return graph
+    """module -> the modules it imports, for every module of ``package`` and of the packages below it (their
+    ``__init__`` included: a module that imports a name from its own package's ``__init__``, which imports that
+    module, closes a cycle)."""
+    inside = [m for m in library_modules() if m == package or m.startswith(package + ".")]
+    return {m: {d for d in imported_modules(m) if d in inside} for m in inside}
 
 
-def test_the_graph_sees_top_level_and_lazy_imports():
+def test_the_graph_sees_top_level_lazy_and_type_checking_imports():
     graph = import_graph("largefedbench.models")
     assert "largefedbench.models.hub" in graph["largefedbench.models.embedder"]
     assert "largefedbench.models.tiny" in graph["largefedbench.models.bundle"]
     assert "largefedbench.models.identity" in graph["largefedbench.models.gguf"]
+    assert "largefedbench.run.request" in import_graph("largefedbench.run")["largefedbench.run.entry"]  # TYPE_CHECKING
+
+
+def test_every_package_is_checked():
+    assert {"largefedbench", "largefedbench.run", "largefedbench.methods", "largefedbench.methods.fedbiscuit",
+            "largefedbench.scrapers"} <= set(library_packages())
 
 
 def test_a_cycle_would_be_found():
@@ -55,8 +80,9 @@ def test_a_cycle_would_be_found():
         tuple(graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).static_order())
 
 
-@pytest.mark.parametrize("package", ["largefedbench.models", "largefedbench.privacy"])
+@pytest.mark.parametrize("package", library_packages())
 def test_no_import_cycle(package):
+    """No cycle among the modules of ``package`` and its subpackages (``largefedbench`` itself: the whole library)."""
     graph = import_graph(package)
     try:
         tuple(graphlib.TopologicalSorter(graph).static_order())
@@ -66,10 +92,7 @@ def test_no_import_cycle(package):
 
 
 # -- rooms and layers (docs/architecture.md) ----------------------------------------------------------------
-REPO = ROOT.parent
 ARCHITECTURE = REPO / "docs" / "architecture.md"
-#: where each room's code lives: the library's folders and modules, and the two folders installed into it
-ROOM_FOLDERS = {"methods": REPO / "methods", "scrapers": REPO / "scrapers"}
 
 #: Arrows that run up, each with why (docs/architecture.md lists the same): none today. A new one fails; one that is
 #: allowed for a stated reason goes here and in the docs, and leaves both when it is fixed.
@@ -86,30 +109,13 @@ def _room(module: str) -> str | None:
 def room_graph() -> dict[str, set[str]]:
     """room -> the rooms it imports (a room: a folder of largefedbench or a top-level module; lazy imports and
     imports under TYPE_CHECKING count)."""
-    files: dict[str, Path] = {}
-    for folder, package in [(ROOT, "largefedbench"), *((f, f"largefedbench.{name}") for name, f in ROOM_FOLDERS.items())]:
-        for path in folder.rglob("*.py"):
-            parts = path.relative_to(folder).with_suffix("").parts
-            module = ".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])
-            files[module] = path
-    rooms = {_room(m) for m in files} - {None}
+    modules = library_modules()
+    rooms = {_room(m) for m in modules} - {None}
     graph: dict[str, set[str]] = {r: set() for r in rooms}
-    for module, path in files.items():
+    for module in modules:
         room = _room(module)
-        if room is None:
-            continue
-        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
-                targets = [base]
-            else:
-                continue
-            graph[room] |= {_room(t) for t in targets if _room(t) in rooms and _room(t) != room}
+        if room is not None:
+            graph[room] |= {_room(d) for d in imported_modules(module)} - {room, None}
     return graph
 
 

@@ -17,7 +17,9 @@ REPO = Path(largefedbench.__file__).parent.parent
 def test_every_package_folder_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     folders = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "largefedbench").rglob("__init__.py")}
-    folders |= {"largefedbench.methods", "largefedbench.scrapers"}
+    for installed in ("methods", "scrapers"):  # installed as largefedbench.methods and largefedbench.scrapers
+        folders |= {".".join(("largefedbench", *p.parent.relative_to(REPO).parts))
+                    for p in (REPO / installed).rglob("__init__.py")}
     assert folders - listed == set(), f"add {sorted(folders - listed)} to [tool.setuptools] packages in pyproject.toml"
     assert listed - folders == set(), f"pyproject.toml lists packages that do not exist: {sorted(listed - folders)}"
 

@@ -4,9 +4,11 @@ entry-point plug-ins, and the contract check that refuses a broken class when it
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 import textwrap
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import echo_method
 import pytest
@@ -14,7 +16,14 @@ import pytest
 from largefedbench import registry
 from largefedbench.contract import Method
 from largefedbench.errors import MethodError
-from largefedbench.registry import BUILTIN_METHODS, ENTRY_POINT_GROUP, get_method, list_methods, method_names
+from largefedbench.registry import (
+    BUILTIN_METHODS,
+    ENTRY_POINT_GROUP,
+    get_method,
+    list_methods,
+    method_names,
+    resolve_method,
+)
 from largefedbench.run.eval import EvalRequest, prepare
 
 PLUGINS = "lfb_test_dummy_methods"
@@ -182,3 +191,21 @@ def test_resolving_gives_the_class_its_source_and_its_version_together(entry_poi
     assert resolve_method(f"{PLUGINS}:Echo").version == "0.3"
     by_module = resolve_method("largefedbench.methods.references:PublicReference")  # a built-in class, by reference
     assert by_module.source == "largefedbench.methods.references" and by_module.version == __version__
+
+
+def test_every_committed_entry_of_a_built_in_names_the_class_it_resolves_to_today():
+    """An entry's id hashes its ``method.target`` (``module:Class``), so a built-in class keeps the target its
+    committed entries record wherever its code moves (FedBis and FedBiscuit, defined in a module of their package,
+    name the package)."""
+    board = Path(__file__).resolve().parents[1] / "leaderboard" / "entries"
+    recorded: dict[str, set[str]] = {}
+    for path in board.glob("*/*/*.json"):
+        if not path.name.endswith(".reproduced.json"):
+            method = json.loads(path.read_text())["method"]
+            if method.get("source") == "built-in":
+                recorded.setdefault(method["name"], set()).add(method["target"])
+    assert {"fedbis", "fedbiscuit"} <= set(recorded)
+    for name, targets in sorted(recorded.items()):
+        assert targets == {resolve_method(name).target}, f"{name}: entries record {targets}"
+    assert resolve_method("fedbis").target == "largefedbench.methods.fedbiscuit:FedBis"
+    assert resolve_method("fedbiscuit").target == "largefedbench.methods.fedbiscuit:FedBiscuit"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.request import Prepared
 
 __all__ = ["command_for"]
 

@@ -38,7 +38,7 @@ from largefedbench.leaderboard.schema import (
 from largefedbench.run.seed_result import SeedResult, jsonable
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.request import Prepared
 
 __all__ = ["NOISE_FREE_NOTE", "SHUFFLED_NOTE", "build_entry", "portable_profile"]
 

@@ -28,7 +28,7 @@ from largefedbench.run.reference_code import reference_code_fingerprint
 from largefedbench.run.seed_result import jsonable
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.request import Prepared
 
 __all__ = ["LOSS_TEXTS", "REFERENCE_ROWS", "Evaluator"]
 

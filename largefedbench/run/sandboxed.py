@@ -14,7 +14,7 @@ from largefedbench.run.described import DescribedMethod, describe_method
 from largefedbench.sandbox.server import SandboxRun, run_sandboxed
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import EvalRequest, Prepared
+    from largefedbench.run.request import EvalRequest, Prepared
     from largefedbench.run.evaluator import Evaluator
 
 SANDBOX_MODES = ("auto", "on", "off")  # lfb eval --sandbox: plug-ins only (default), every method, none

@@ -24,7 +24,7 @@ from largefedbench.run.sandboxed import run_method_sandboxed, wants_sandbox
 from largefedbench.run.seed_result import SeedResult, downstream_summary, jsonable
 
 if TYPE_CHECKING:
-    from largefedbench.run.eval import Prepared
+    from largefedbench.run.request import Prepared
 
 __all__ = ["METHOD_OUTPUT", "PRECISION_STAMP", "check_stored_precision", "load_method_output", "run_seed",
            "save_method_output"]

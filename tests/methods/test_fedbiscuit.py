@@ -460,21 +460,21 @@ def test_the_pair_pool_built_again_on_a_resume_between_selector_rounds_is_not_co
     import time
     from types import SimpleNamespace
 
-    from largefedbench.methods.fedbiscuit import _SelectorTraining
+    from largefedbench.methods.fedbiscuit import SelectorServer
     from largefedbench.timing import JobClock
 
     def build(self):
         time.sleep(0.1)
         self.pool = "built"
 
-    monkeypatch.setattr(_SelectorTraining, "_build_pool", build)
-    run = object.__new__(_SelectorTraining)
+    monkeypatch.setattr(SelectorServer, "_build_pool", build)
+    run = object.__new__(SelectorServer)
     run.fed, run.pool, run.state = SimpleNamespace(clock=JobClock()), None, SelectorState([], None, None)
     run.fed.clock.start()
     run._prepare()
     run._prepare()  # built once per process
     assert run.pool == "built" and run.fed.clock.redone_seconds == 0 and run.fed.clock.seconds() >= 0.1
-    resumed = object.__new__(_SelectorTraining)
+    resumed = object.__new__(SelectorServer)
     resumed.fed, resumed.pool = SimpleNamespace(clock=JobClock()), None
     resumed.state = SelectorState([], None, None, pool_pairs=64, frozen_layers=3)  # as a round checkpoint restores it
     resumed.fed.clock.start()

@@ -1,8 +1,8 @@
 """How far apart FedBis's candidate pairs are, from few-shot prompts (its preset) and from POPri's open request
-(docs/profiles.md, "FedBis and FedBiscuit take the same DPO step"): each sample is scored by its cosine to the
+(docs/notes/history.md, "FedBis and FedBiscuit take the same DPO step"): each sample is scored by its cosine to the
 private validation centroid, a stand-in for the clients' preference.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/fedbis_prompt_pairs.py --model $LFB_HOME/models/gguf/<hash> --home $LFB_HOME
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/fedbiscuit/prompt_pairs.py --model $LFB_HOME/models/gguf/<hash> --home $LFB_HOME
 
 The cpu preset's sampling: 3 completions a prompt, temperature 0.7, 48 new tokens; few-shot prompts of 2 public
 examples (here the first 48 words of generic-corpus texts, about a public span).

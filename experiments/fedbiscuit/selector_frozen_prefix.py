@@ -1,7 +1,7 @@
 """FedBis' selector local step with the layers under its LoRA run every step or once per row (``freeze_prefix``):
 seconds a step, what the once-per-row states cost, and how far a client's update moves (docs/speed.md).
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/selector_frozen_prefix.py --model $LFB_HOME/models/gguf/<hash>
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/fedbiscuit/selector_frozen_prefix.py --model $LFB_HOME/models/gguf/<hash>
 
 ``--model``: a transformers causal LM folder (the cpu profile's SmolLM2 after its first run). As the cpu preset: a
 rank-4 LoRA in the top 4 layers, bf16 autocast, 2 AdamW steps (lr 2e-3, betas 0.9/0.95) of 4 generic-corpus pairs
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import torch
-from selector_bf16 import client_delta  # scripts/ is on sys.path when a script runs
+from selector_bf16 import client_delta  # this folder is on sys.path when a script in it runs
 
 from largefedbench.data.generic_corpus import read_generic
 from largefedbench.methods.fedbiscuit import SelectorTask

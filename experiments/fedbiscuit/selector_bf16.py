@@ -1,7 +1,7 @@
 """FedBis' selector local step in float32 and in bf16 autocast (``selector_dtype``): seconds a step and how far a
 client's update moves (docs/speed.md, "FedBis' selector steps in bf16 autocast").
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/selector_bf16.py --model $LFB_HOME/models/gguf/<hash>
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/fedbiscuit/selector_bf16.py --model $LFB_HOME/models/gguf/<hash>
 
 ``--model``: a transformers causal LM folder (the cpu profile's SmolLM2 after its first run). Each client takes the cpu
 preset's 2 AdamW steps (lr 5e-4, betas 0.9/0.95) of 4 generic-corpus pairs in both orders from the same start.

@@ -1,10 +1,10 @@
-"""How far a FedBis selector can agree with a client on its own pairs (docs/profiles.md, "Why FedBis did not clear the
-no-signal row"): for random pairs of a run's synthetic samples, each train client's label (the text its spans are
+"""How far a FedBis selector can agree with a client on its own pairs (docs/notes/history.md, "Why FedBis did not clear
+the no-signal row"): for random pairs of a run's synthetic samples, each train client's label (the text its spans are
 closer to, summed cosine: FedBis's preference) against the majority label over all train clients — the agreement a
-perfect population selector would reach, and how many pairs most clients agree on. Reads private spans: a
-diagnostic, never part of an entry.
+perfect population selector would reach, and how many pairs most clients agree on. Reads private spans: a diagnostic,
+never part of an entry.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/fedbis_agreement_ceiling.py RUN_DIR/seed-0/synthetic-embeddings.npy \
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/fedbiscuit/agreement_ceiling.py RUN_DIR/seed-0/synthetic-embeddings.npy \
         --home $LFB_HOME --snapshot demo-prose
 
 The embeddings file is any synthetic seed's (unit all-MiniLM-L6-v2 rows, as the run folder keeps them).

@@ -1,8 +1,8 @@
 """Can FedBis's selector learn the clients' preference at all? Train it centrally, without noise, on the population's
 majority labels, and measure on held-out pairs how often it agrees with that majority and with each client's own label
-(docs/profiles.md, "Why FedBis follows chance-level labels"). Diagnostic only: it reads the private spans.
+(docs/notes/history.md, "Can the selector learn the preference at all?"). Diagnostic only: it reads the private spans.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/fedbis_selector_probe.py --model $LFB_HOME/models/gguf/<hash> \\
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/fedbiscuit/selector_probe.py --model $LFB_HOME/models/gguf/<hash> \\
         --texts leaderboard/.runs/<fedbis run>/seed-0/synthetic.json --home $LFB_HOME \
         --spans $LFB_HOME/embeddings/<embedder>/<snapshot sha>/train.npy
 
