@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,6 +114,14 @@ class CTCLConfig(DPAdapterSettings):
         return cls(n_topics=32, n_keywords=5, topic_corpus_size=3000, public_pretrain_steps=300, public_pretrain_batch_size=16,
                    public_pretrain_lr=1e-3, dp_steps=10, clients_per_round=300, server_lr=5e-3, local_batch_size=8,
                    max_len=80, lora_rank=4, lora_alpha=8, n_synthetic=1024, max_new_tokens=48, generation_batch_size=48)
+
+    @classmethod
+    def matched(cls) -> CTCLConfig:
+        """The cpu preset at about POPri's compute (≈ 13 minutes a seed on 2 cores), scaled from its stage seconds
+        measured on demo-prose (client updates 3,628 s, public conditional pretraining and topic model 2,198 s,
+        generation 285 s of 6,273 s): 2 DP steps of 150 expected clients (a tenth of its client updates), 40 public
+        conditional steps (from 300), the same 1,024 samples."""
+        return dataclasses.replace(cls.cpu(), dp_steps=2, clients_per_round=150, public_pretrain_steps=40)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """``dp_steps`` DP-Adam steps (§4.1.3)."""

@@ -26,6 +26,7 @@ Deviations from the paper (also in the artifact's ``info["deviations"]``): see :
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,15 @@ class DPResampleConfig(DPAdapterSettings):
         return cls(epochs=2.0, clients_per_round=300, server_lr=5e-3, local_batch_size=8, max_len=80, lora_rank=4,
                    lora_alpha=8, max_new_tokens=48, generation_batch_size=48, pool_size=2048, max_pool_size=3072,
                    pool_growth=512, n_buckets=32, kmeans_n_init=2, kmeans_max_iter=100, n_synthetic=1024)
+
+    @classmethod
+    def matched(cls) -> DPResampleConfig:
+        """The cpu preset at about POPri's compute (≈ 13 minutes a seed on 2 cores), scaled from its stage seconds
+        measured on demo-prose (clients 1,954 s and generation 606 s of 2,603 s): a quarter of its client updates
+        (0.5 epochs: 2 rounds of 300 expected clients there, 4 on the Congress snapshot), half its pool (1,024
+        samples, at most 1,536, in 16 buckets), the same 1,024 resampled texts."""
+        return dataclasses.replace(cls.cpu(), epochs=0.5, pool_size=1024, max_pool_size=1536, pool_growth=256,
+                                   n_buckets=16)
 
     def fedavg(self, n_clients: int) -> FedAvgSettings:
         """The DP-FedAvg settings: int(epochs·N/B) rounds of B expected clients (App. F.4's step count)."""

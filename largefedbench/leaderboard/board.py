@@ -280,7 +280,7 @@ VARIANT_KEYS = 3
 def mark_variants(group: Group) -> None:
     """Name, on each row of a method the group runs in more than one resolved configuration, the settings whose
     values differ among those rows (e.g. PE's ``prompt_format`` before and after its cpu preset changed), so two rows
-    of one method are never shown as the same thing."""
+    of one method are never shown as the same thing; a row run at POPri's compute (``--preset matched``) says so."""
     by_method: dict[str, list[Row]] = {}
     for row in group.rows:
         by_method.setdefault(row.entry.method.name, []).append(row)
@@ -289,7 +289,8 @@ def mark_variants(group: Group) -> None:
         keys = sorted(k for k in set().union(*configs) if len({repr(c.get(k)) for c in configs}) > 1)
         for row, config in zip(rows, configs):
             shown = [f"{k}={config.get(k)}" for k in keys[:VARIANT_KEYS]]
-            row.variant = ", ".join(shown + (["…"] if len(keys) > VARIANT_KEYS else []))
+            matched = ["matched compute"] if row.entry.config.preset == "matched" else []  # --preset matched
+            row.variant = ", ".join(matched + shown + (["…"] if len(keys) > VARIANT_KEYS else []))
 
 
 def mark_superseded(groups: list[Group]) -> None:

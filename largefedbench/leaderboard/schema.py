@@ -252,7 +252,7 @@ class EnvironmentSection(_Strict):
 
 class RunConfig(_Strict):
     method: dict[str, Any]  # the resolved method Config
-    preset: Literal["paper", "cpu", "tiny"]
+    preset: Literal["paper", "cpu", "tiny", "matched"]
     overrides: dict[str, str]
     profile: str
     downstream_training: dict[str, Any]

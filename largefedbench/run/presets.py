@@ -10,16 +10,27 @@ from largefedbench.errors import InputError
 
 __all__ = ["PRESETS", "preset_config", "preset_or_none", "settings_table"]
 
-PRESETS = ("paper", "cpu", "tiny")
+PRESETS = ("paper", "cpu", "tiny", "matched")
+#: the methods whose ``cpu`` preset costs several times POPri's have a ``matched`` one at about POPri's minutes a seed
+MATCHED_COMPUTE = "about POPri's cpu-preset minutes a seed on 2 cores (≈ 13)"
 
 
 def preset_config(method_cls: type, preset: str) -> Any:
     """A method's defaults for ``preset``: ``Config.paper()`` or ``Config()`` (the paper's), ``Config.cpu()`` (the
-    ``cpu`` profile's ~15-minute settings) or ``Config.tiny()`` (CPU tests). A Config with settings and no ``cpu()`` is
+    ``cpu`` profile's ~15-minute settings), ``Config.tiny()`` (CPU tests) or ``Config.matched()`` (the cpu profile
+    at POPri's compute, for the methods that have it). A Config with settings and no ``cpu()`` is
     refused for the cpu preset (its tiny settings would run silently); one without settings is the same everywhere."""
     if preset not in PRESETS:
-        raise InputError(f"--preset {preset!r}: use paper (the paper's defaults), cpu (the cpu profile's) or tiny (CPU tests)")
+        raise InputError(f"--preset {preset!r}: use paper (the paper's defaults), cpu (the cpu profile's), tiny (CPU "
+                         "tests) or matched (the cpu profile at POPri's compute, where a method has it)")
     cfg = method_cls.Config
+    if preset == "matched":
+        if not callable(getattr(cfg, "matched", None)):
+            name = getattr(method_cls, "name", method_cls.__name__)
+            raise InputError(f"method {name!r} has no matched preset: it is for the methods whose cpu preset costs "
+                             f"several times POPri's (dp-resample, ctcl, weak-client-voting), run at {MATCHED_COMPUTE}; "
+                             "use --preset cpu")
+        return cfg.matched()
     if preset == "paper":
         paper = getattr(cfg, "paper", None)
         return (paper if callable(paper) else cfg)()

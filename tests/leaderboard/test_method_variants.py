@@ -9,8 +9,9 @@ from largefedbench.leaderboard.board import VARIANT_KEYS, Group, Row, mark_varia
 from largefedbench.leaderboard.columns import COLUMNS
 
 
-def _row(method: str, config: dict) -> Row:
-    entry = NS(method=NS(name=method, version="0.3.0", source="built-in"), config=NS(method=config), declared=None)
+def _row(method: str, config: dict, preset: str = "cpu") -> Row:
+    entry = NS(method=NS(name=method, version="0.3.0", source="built-in"), config=NS(method=config, preset=preset),
+               declared=None)
     return Row(entry, "ranked", f"entries/demo/{method}/x.json", [])
 
 
@@ -29,6 +30,24 @@ def test_only_the_differing_settings_of_a_method_run_twice_are_named():
     assert same_a.variant == same_b.variant == alone.variant == "" and same_a.label == "popri"
     method = next(c for c in COLUMNS if c.key == "method")
     assert method.text(new) == "pe 0.3.0 [prompt_format=few-shot]" and method.text(alone) == "dp-fedavg 0.3.0"
+
+
+def test_a_row_at_matched_compute_says_so_beside_its_full_row():
+    from largefedbench.registry import get_method
+    from largefedbench.run.presets import preset_config
+
+    cls = get_method("dp-resample")
+    full = _row("dp-resample", vars(preset_config(cls, "cpu")))
+    matched = _row("dp-resample", vars(preset_config(cls, "matched")), preset="matched")
+    mark_variants(_group(full, matched))
+    assert matched.variant.startswith("matched compute, epochs=0.5") and "matched" not in full.variant
+    assert full.variant.startswith("epochs=2.0")
+    import pytest
+
+    from largefedbench.errors import InputError
+
+    with pytest.raises(InputError, match="'popri' has no matched preset"):
+        preset_config(get_method("popri"), "matched")
 
 
 def test_a_setting_only_one_row_has_counts_as_differing_and_long_lists_are_cut():
