@@ -157,6 +157,33 @@ def dpo_step_flops(tokenizer, prompts, chosen, rejected, n_params: int, *, preco
     return n_params * tokens * (4 * epochs + 2 * (1 if precomputed else epochs)) / steps
 
 
+class _Clients:
+    """What a client update reads of its chunk: each client's own generator (as the federation seeds it)."""
+
+    def rng(self, i: int, *salt: int) -> np.random.Generator:
+        return np.random.default_rng([i, *salt])
+
+
+def dp_client_step(model, tokenizer, clients: Sequence[Sequence[str]], settings) -> tuple[float, float]:
+    """Seconds and FLOPs of one cohort's client updates of DP generator fine-tuning under ``settings``
+    (``FedAvgSettings``: dp-resample's cpu preset in :func:`run_llm_bench`), on a fresh rank-4 LoRA copy of
+    ``model`` on its attention weights; FLOPs ≈ 4 × parameters per trained token (the forward pass, and the backward
+    pass to the activations: the frozen weights get no gradient; the adapter's own are negligible)."""
+    from largefedbench.fedtrain import FlatParams
+    from largefedbench.fedtrain.generator import attention_targets, conditional_sequences, generator_update
+    from largefedbench.models import n_params
+    from largefedbench.synthetic.lora import add_lora
+
+    policy = add_lora(copy.deepcopy(model), rank=4, alpha=8, seed=0, target_modules=attention_targets(model))
+    update = generator_update(FlatParams(policy), tokenizer, settings, seed=0)
+    spans = [list(c) for c in clients]
+    tokens = sum(len(e.ids) for e in conditional_sequences(tokenizer, [""] * sum(map(len, spans)),
+                                                           [t for c in spans for t in c], settings.max_len))
+    update(_Clients(), spans[:1])  # warm-up: the first call builds the kernels
+    _, seconds = _timed(lambda: update(_Clients(), spans))
+    return seconds, 4.0 * n_params(model) * tokens
+
+
 def format_table(report: dict[str, Any]) -> str:
     """The report as a plain-text table (what ``lfb bench llm`` prints)."""
     lines = [f"GEMM: float32 {report['gemm_gflops']['float32']:.1f} GFLOP/s, bf16 {report['gemm_gflops']['bfloat16']:.1f} "
@@ -174,6 +201,11 @@ def format_table(report: dict[str, Any]) -> str:
         for row in report["dpo"]["rows"]:
             lines.append(f"{'dpo step':<14}{row['variant']:<24}{row['seconds_per_step']:>7.2f} s (limit {row['limit']:.2f} s, "
                          f"{row['fraction_of_limit']:.1%})")
+    if "dp_client_step" in report:
+        c = report["dp_client_step"]
+        lines.append(f"{'dp client step':<14}{c['dtype']:<10}{c['clients']:>6} clients, {c['seconds_per_client']:.2f} s a client "
+                     f"(limit {c['limit_seconds_per_client']:.2f} s, {c['fraction_of_limit']:.1%}; of the bf16 limit "
+                     f"{c['fraction_of_bf16_limit']:.1%})")
     if "quality" in report:
         q = report["quality"]
         lines.append(f"bf16 vs float32: teacher-forced top-1 agreement {q['teacher_forced_agreement']:.1%}, KL "
@@ -185,7 +217,8 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Sequence[int] = (16, 64),
-                  fid_samples: int = 256, dpo_pairs: int = 8, root=None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+                  fid_samples: int = 256, dpo_pairs: int = 8, clients: int = 16, root=None,
+                  log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Everything above on the cpu profile's generator; returns the report (``--json``)."""
     from largefedbench.data.generic_corpus import read_generic
     from largefedbench.models import load_embedder, n_params
@@ -266,4 +299,24 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
         report["dpo"] = {"rows": rows, "seconds_per_step": best["seconds_per_step"], "limit": best["limit"],
                          "fraction_of_limit": best["fraction_of_limit"], "pairs": dpo_pairs, "batch_pairs": 2,
                          "epochs": DPO_EPOCHS}
+    if clients:
+        report["dp_client_step"] = _client_step_report(model, tok, corpus, clients, rates, log)
     return report
+
+
+def _client_step_report(model, tok, corpus: Sequence[str], clients: int, rates: dict[str, float], log) -> dict[str, Any]:
+    """:func:`dp_client_step` for ``clients`` clients of 5 generic spans each (a Congress client's mean is 4.6) under
+    dp-resample's cpu preset, in float32 (the clients' dtype), against float32's limit and bf16's."""
+    from largefedbench.methods.dp_resample import DPResampleConfig
+
+    settings = DPResampleConfig.cpu().fedavg(1000)
+    texts = [t for t in corpus if len(t.split()) >= 40]
+    cohort = [texts[5 * i : 5 * i + 5] for i in range(clients)]
+    log(f"dp client step: {clients} clients of 5 spans, dp-resample's cpu preset, float32")
+    seconds, flops = dp_client_step(model, tok, cohort, settings)
+    per_client = seconds / clients
+    return {"clients": clients, "spans_per_client": 5, "dtype": "float32", "seconds_per_client": round(per_client, 4),
+            "flops_per_client": flops / clients, "limit_seconds_per_client": round(flops / clients / rates["float32"], 4),
+            "fraction_of_limit": round(flops / seconds / rates["float32"], 4),
+            "fraction_of_bf16_limit": round(flops / seconds / rates["bfloat16"], 4),
+            "preset": "dp-resample cpu (rank-4 LoRA on attention, local SGD lr 1 batch 8, 80 tokens)"}

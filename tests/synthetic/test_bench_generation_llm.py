@@ -75,3 +75,25 @@ def test_dpo_step_seconds(benchmark, cpu_llm):
         benchmark.extra_info.update(seconds_per_step=round(once, 3), limit=round(limit, 3), every_step=round(every, 3))
         print(f"\nDPO step (batch 2 pairs, {steps} steps): {once:.2f} s with the reference precomputed, {every:.2f} s "
               f"scoring it every step; {limit / once:.1%} and {limit_every / every:.1%} of their float32 FLOP limits")
+
+
+def test_dp_client_step_against_its_flop_limit(benchmark, cpu_llm):
+    """One cohort's client updates of dp-resample's cpu preset (the DP generator fine-tuning): the seconds a client
+    against 4 × parameters FLOPs per trained token at this machine's float32 GEMM rate. Disabled: two clients of one
+    span each run, and their FLOPs count their tokens."""
+    from largefedbench.bench.llm import dp_client_step
+    from largefedbench.methods.dp_resample import DPResampleConfig
+
+    fd, bundle, _ = cpu_llm
+    model, tok = bundle.new_generator(), bundle.generator_tokenizer
+    settings = DPResampleConfig.cpu().fedavg(1000)
+    spans = [s for s in fd.public.all_spans() if len(s.split()) > 20]
+    n, per = (2, 1) if benchmark.disabled else (8, 5)
+    clients = [spans[per * i : per * i + per] for i in range(n)]
+    seconds, flops = benchmark.pedantic(dp_client_step, args=(model, tok, clients, settings), rounds=1, iterations=1)
+    assert seconds > 0 and flops > 4 * n_params(model) * 20 * n  # at least 20 tokens a client
+    if not benchmark.disabled:
+        rate = gemm_rate(torch.float32)
+        benchmark.extra_info.update(seconds_per_client=round(seconds / n, 3), limit=round(flops / n / rate, 3))
+        print(f"\nDP client step (dp-resample cpu, {n} clients of {per} spans): {seconds / n:.2f} s a client, "
+              f"{flops / seconds / rate:.1%} of the float32 FLOP limit")
