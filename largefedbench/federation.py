@@ -319,7 +319,7 @@ class Federation:
                 self._torch_generators[dev] = gen
         self.ledger = PrivacyLedger.from_dict(state["ledger"])
         self.costs.rounds = [dict(r) for r in state["costs"]]
-        self.releases = [dict(r) for r in state.get("releases", [])]  # checkpoints before issue 29 have none
+        self.releases = [dict(r) for r in state.get("releases", [])]  # older checkpoints have none
 
     def _shuffled(self, noisy: Any) -> Any:
         """``noisy`` with its values in a random order drawn from the seed and the release's index (public)."""

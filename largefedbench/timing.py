@@ -2,7 +2,7 @@
 
 Library code wraps its expensive steps — ``with stage("generation"):`` around sampling, ``"embedding"``,
 ``"clients"`` (a release's client computation, clipping and noise), ``"dpo"``, ``"sft"``, ``"downstream"`` (training
-the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads them per seed (issue 26:
+the on-device model), ``"evaluation"`` (next-token accuracy, FID) — and the pipeline reads them per seed (into
 the entry's ``costs.stage_seconds``): the method's through a :class:`JobClock`, which a resumed run carries through
 its round checkpoint, the evaluation's from two :func:`totals` readings. Stages nest: FID's embedding inside a POPri
 round counts as embedding, not twice. Time outside every stage is the rest (the method's own bookkeeping). Work a

@@ -1,11 +1,11 @@
-"""The no-signal reference (issue 25): the synthetic-data pipeline with no client consulted.
+"""The no-signal reference: the synthetic-data pipeline with no client consulted.
 
 ``generator-only`` samples the untouched generator from the same public prompts, with the same generation settings
 and number of final samples as POPri's final set (same prompt streams and seeds, so its texts are POPri's final
 samples had DPO never moved the generator), and the harness trains the downstream model on them exactly as for any
 synthetic method. It reads no private client: its ledger is empty and its ε is 0. Every synthetic method's entry
 reports its gain over this row: a synthetic method that does not clear it has learned nothing from its clients
-that the generator did not already write (ContinuousBench's "no training" row; issue 11's lr = 0 control).
+that the generator did not already write (ContinuousBench's "no training" row; an lr = 0 control).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class GeneratorOnlyConfig(SamplingSettings):
 
 class GeneratorOnly(Method):
     name = "generator-only"
-    paper = ("LargeFedBench's no-signal reference (issue 25): the untouched generator's samples from POPri's final "
+    paper = ("LargeFedBench's no-signal reference: the untouched generator's samples from POPri's final "
              "prompts, no client consulted")
     output = "synthetic text"
     Config = GeneratorOnlyConfig

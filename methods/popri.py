@@ -37,7 +37,7 @@ Deviations from the paper and the reference code (meiyuw/POPri):
 - The ``cpu`` preset prompts with one open request in the generator's chat template (``prompt_format=
   "instruction"``, "Write a short original text.") instead of the paper's few-shot "Original Text Sample" prompt of
   3 public examples (App. B.2): a 135M generator continuing public text keeps the examples' topics, so the K·J
-  samples of a prompt differed too little for the clients' ranking to move it (issue 25's probe: 38 % of the score
+  samples of a prompt differed too little for the clients' ranking to move it (measured: 38 % of the score
   variance within a prompt for 12-word continuations, 91 % for the request; docs/profiles.md). Every entry whose
   config has ``prompt_format != "few-shot"`` carries this in ``info["deviations"]``.
 """
@@ -62,7 +62,7 @@ from largefedbench.synthetic.texts import take
 #: deviations an entry states in ``info["deviations"]`` when its config makes them (the rest: the module docstring)
 PROMPT_DEVIATION = ("prompts: {fmt!r} instead of the paper's few-shot 'Original Text Sample' prompt of 3 public "
                     "examples (App. B.2); the cpu preset's open request lets the clients' ranking move the topic "
-                    "(issue 25, docs/profiles.md)")
+                    "(docs/profiles.md)")
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class POPriConfig(GeneratorRoundsSettings):
         """The ``cpu`` profile (SmolLM2-135M on 2 cores): 3 rounds of 16 prompts × 6 samples (rejected rank 5: 16
         pairs a round); every prompt is one open request in SmolLM2's chat template (``"instruction"``), 48 new tokens
         at temperature 0.8, top-p 0.95. The request leaves the topic to the generator, so the clients' preference can
-        move it: with 12-word continuations of the generic corpus (the preset before issue 25) the prefix fixed each
+        move it: with 12-word continuations of the generic corpus (the earlier preset) the prefix fixed each
         sample's topic, 38 % of the variance of the samples' similarity to the private centroid lay within a prompt
         (91 % for the request) and POPri tied its no-signal row. DPO β 0.1 at lr 5e-4 → 2e-4 over 2 epochs of batch 2
         (16 steps a round: with 2 steps a round at lr 1e-4 the margins stayed below 0.005 and the generator did not

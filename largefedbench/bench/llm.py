@@ -1,5 +1,5 @@
 """``lfb bench llm``: the ``cpu`` profile's generator (SmolLM2-135M) sampling and a DPO step, against this machine's
-limit, measured in the same run (issue 26).
+limit, measured in the same run (docs/speed.md).
 
 - **Limit.** A new token costs ≈ 2 × parameters FLOPs (every weight once in a multiply-add); a DPO step on a LoRA
   generator ≈ 4 × parameters FLOPs per token of the policy's chosen and rejected sequences (forward, and the

@@ -1,10 +1,10 @@
 """The prose demo, ``demo-prose``: the demo's records (same ids, dates, metadata, topics, splits) with natural text
 that a real LLM wrote (:mod:`largefedbench.writers.demo_prose`), shipped with the package as ``demo_prose.jsonl.gz``.
 
-The templated ``demo`` is a closed world that no real LLM writes (docs/profiles.md, issue 11): on it the ``cpu`` profile's
-methods cannot beat the public model whatever they do. ``demo-prose`` keeps the demo's topic drift (topics that
-exist only inside the private window) in prose an LLM can write, so it is the offline dataset where real-LLM
-methods can be told apart. Building it runs no LLM: it reads the shipped texts.
+The templated ``demo`` is a closed world that no real LLM writes (docs/notes/history.md, "Telling methods apart on the
+``cpu`` profile"): on it the ``cpu`` profile's methods cannot beat the public model whatever they do. ``demo-prose``
+keeps the demo's topic drift (topics that exist only inside the private window) in prose an LLM can write, so it is the
+offline dataset where real-LLM methods can be told apart. Building it runs no LLM: it reads the shipped texts.
 """
 
 from __future__ import annotations

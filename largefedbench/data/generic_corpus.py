@@ -1,4 +1,4 @@
-"""The ``generic`` public resources: everyday English web-like text, the offline stand-in for C4 (issue 25).
+"""The ``generic`` public resources: everyday English web-like text, the offline stand-in for C4.
 
 The POPri reference code takes its public prompt set Omega and its epsilon = 0 model from *outside* the domain (a
 C4 subset; DistilGPT2 fine-tuned on C4), so the gap between the public model and the private one is the domain

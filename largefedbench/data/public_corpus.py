@@ -1,4 +1,4 @@
-"""Public resources as a recorded choice (DESIGN.md §3, issue 25): what a method may use freely.
+"""Public resources as a recorded choice (DESIGN.md §3): what a method may use freely.
 
 The public corpus gives a method its prompt set Omega and public replay, and the profile's tokenizer and epsilon = 0
 downstream checkpoint are trained on it. Three kinds:

@@ -1,4 +1,4 @@
-"""Two numbers that say why synthetic text does or does not teach the next-token model (issue 25 step 6).
+"""Two numbers that say why synthetic text does or does not teach the next-token model.
 
 - ``unigram_jsd``: the Jensen–Shannon divergence (base 2, in [0, 1]) between the token-id frequencies of the synthetic
   texts and of the validation spans, on the downstream model's own tokenizer: how far the samples' vocabulary is

@@ -172,7 +172,7 @@ class MetricsSection(_Strict):
 
 
 class PublicSection(_Strict):
-    """The public resources of the run (issue 25): Omega, public replay and the ε = 0 checkpoint came from them."""
+    """The public resources of the run (``--public``): Omega, public replay and the ε = 0 checkpoint came from them."""
 
     kind: Literal["generic", "c4", "split"]
     source: str
@@ -235,7 +235,7 @@ class EnvironmentSection(_Strict):
     git_commit: str | None
     hardware: dict[str, Any]
     #: where client functions ran: process (worker processes: isolated from the method), ray, or local (in the
-    #: method's process; built-in methods only); None in entries written before issue 28
+    #: method's process; built-in methods only); None in older entries, which did not record it
     client_executor: Literal["process", "ray", "local"] | None = None
     #: the git commit each seed ran at, by seed, when one differs from ``git_commit`` (a run resumed from seeds that
     #: an earlier checkout finished, e.g. committed run folders continued on another machine); None otherwise
@@ -335,7 +335,7 @@ class Entry(_Strict):
     audit: AuditSection | None = None  # `lfb audit` entries only
     diagnostic: DiagnosticSection | None = None  # `lfb eval --noise-free` entries only
     declared: DeclaredSection | None = None  # `lfb eval --synthetic` entries only
-    public: PublicSection | None = None  # absent in entries made before issue 25: the snapshot's public split
+    public: PublicSection | None = None  # absent in older entries: the snapshot's public split
     selection: SelectionSection | None = None  # absent in older entries: they selected on validation clients
 
     @model_validator(mode="after")

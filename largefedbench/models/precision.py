@@ -1,4 +1,4 @@
-"""The dtype the generator samples in, and the inference copy that samples in it (issue 26).
+"""The dtype the generator samples in, and the inference copy that samples in it (docs/speed.md).
 
 On a CPU with native bf16 matrix instructions (``amx_bf16`` or ``avx512_bf16``) the generator samples from a bf16
 copy: its matrix products run 3–4× faster than float32 (``lfb bench llm`` measures both on the machine at hand),
@@ -100,8 +100,8 @@ _copies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (st
 def _state_key(model: torch.nn.Module) -> tuple:
     """Changes whenever a parameter is replaced or modified: each parameter's storage and version counter
     (``load_state_dict``, an in-place op), and the sum and norm of each trainable one. The version counter alone
-    missed trl's DPO steps (transformers' Trainer, as trl runs it, writes the adapter without bumping it), so
-    FedBis sampled its final set from the adapter before DPO (session 20)."""
+    missed trl's DPO steps (transformers' Trainer, as trl runs it, writes the adapter without bumping it): with it
+    alone the inference copy kept sampling (FedBis's final set) from the adapter as it was before DPO."""
     with torch.no_grad():
         return tuple((p.data_ptr(), p._version) + ((float(p.sum(dtype=torch.float64)),
                                                     float(torch.linalg.vector_norm(p, dtype=torch.float64)))

@@ -116,7 +116,7 @@ class DownstreamTraining:
 
     ``public_replay``: public spans mixed into every fine-tuning set, as a multiple of its size (0: none, the
     paper's setting; 1.0: as many public spans as training texts). Public text costs no privacy; it keeps a
-    downstream pretrained on the public split from drifting to the generator's style (docs/profiles.md, issue 11).
+    downstream pretrained on the public split from drifting to the generator's style (docs/profiles.md).
     """
 
     lr: float
@@ -282,7 +282,7 @@ CPU = ModelProfile(
 # sweep on one H100, seed 0; on 2 CPU cores the 1,200-step model gave 0.080 / 0.215), the public / non-private test
 # top-1 were 0.088 / 0.234 after 1,200 steps (final loss 4.83: under-trained) and 0.153 / 0.336 after 3,600 (loss
 # 3.85); the corpus size mattered less at 3,600 steps (1,500 documents: 0.110 / 0.287; 3,000: 0.137 / 0.325;
-# 6,000: 0.157 / 0.347; all 12,529: 0.153 / 0.336). On the snapshot's own split (issue 11's protocol) the same
+# 6,000: 0.157 / 0.347; all 12,529: 0.153 / 0.336). On the snapshot's own split (`--public split`) the same
 # model gives 0.213 / 0.246: the generic protocol leaves 5.5 times the room between the references.
 """Why SmolLM2-135M: of the two real LLMs that install from PyPI without compiling anything, it samples about 4x
 faster on a CPU than gemma-3-270m (93 vs 25 tokens/s at batch 32 on 2 cores: half the parameters and a 49k rather
@@ -310,8 +310,9 @@ CPU_WIDE = replace(
     ),
     downstream=replace(CPU.downstream, n_embd=384, n_layer=6, n_head=6, pretrain_lr=1e-3),
 )
-"""Issue 25 step 7: the board's order against the on-device model's size. Not the board's default (each DP-FedAvg
-seed and each reference costs about ten times the cpu profile's on a CPU)."""
+"""``cpu`` with a 12M-parameter on-device model: how the board's order depends on that model's size (docs/profiles.md,
+"cpu-wide"). Not the board's default (each DP-FedAvg seed and each reference costs about ten times the cpu profile's
+on a CPU)."""
 
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (PAPER, SMALL, CPU, CPU_WIDE, TINY)}
 

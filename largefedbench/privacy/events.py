@@ -7,7 +7,7 @@ often. ``to_dict``/``from_dict`` give a JSON-able form; ``to_dp_event`` gives th
 A noise multiplier of 0 means "no noise" (the non-private reference); such an event maps to
 ``NonPrivateDpEvent`` and every accountant reports ε = ∞ for it.
 
-Every event also states what its accounting assumes (issue 28): the neighbouring ``relation`` (``add_remove``
+Every event also states what its accounting assumes (docs/privacy.md §3): the neighbouring ``relation`` (``add_remove``
 one client, ``replace_one`` client, or dp_accounting's ``replace_special`` for tree aggregation), the ``sampling``
 of the released cohort (``poisson``, ``fixed``-size without replacement, or ``none``: no amplification claimed)
 and the L2 ``sensitivity`` the noise was calibrated for, in units of the clip norm (the noise std is σ·clip, so

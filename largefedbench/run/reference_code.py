@@ -1,11 +1,11 @@
 """The fingerprint of the code that computes a reference row, part of the row's cache key.
 
-The reference rows (public, non-private, generator-only) are cached under ``$LFB_HOME/references/`` and reused by
-every later run. Keyed by the package version alone, a row outlived the code that wrote it: within 0.3.0 the
-sampler changed (issue 26), and entries made afterwards reported their gain over generator-only rows the old sampler
-had written (seed 0: 15.51 % cached, 15.10 % recomputed by the current code). The fingerprint hashes the source of
-the modules a reference row runs, so a change to any of them computes the rows again; the key also names the
-generator's weights and the dtype the row samples in (``LFB_GENERATION_DTYPE``), which no source file shows.
+The reference rows (public, non-private, generator-only) are cached under ``$LFB_HOME/references/`` and reused by every
+later run. Keyed by the package version alone, a row outlived the code that wrote it: within 0.3.0 the sampler changed
+(docs/speed.md), and entries made afterwards reported their gain over generator-only rows the old sampler had written
+(seed 0: 15.51 % cached, 15.10 % recomputed by the current code). The fingerprint hashes the source of the modules a
+reference row runs, so a change to any of them computes the rows again; the key also names the generator's weights and
+the dtype the row samples in (``LFB_GENERATION_DTYPE``), which no source file shows.
 Not covered, on purpose: the data layer (the snapshot's content hash is in the key) and the federation (the
 non-private row takes its spans through ``release_without_noise``, which returns the snapshot's spans as they are).
 """

@@ -322,9 +322,9 @@ def bf16_here_notes(entry: Entry, device_type: str, here: str | None) -> list[st
 
 def pretraining_here_notes(entry: Entry, profile: str, here: str | None) -> list[str]:
     """For an entry whose ε = 0 model the run pretrains (not shipped): built on a CPU with other matrix kernels (AMX
-    against AVX-512 or none), the weights built here will differ (docs/profiles.md, session 9), and with them every
-    accuracy. Where the model was pretrained is its pretraining stats' ``cpu_bf16`` (recorded since 2026-12-02),
-    else the CPU the entry ran on. ``here``: this CPU's native bf16 instructions."""
+    against AVX-512 or none), the weights built here will differ (docs/profiles.md, "The ε = 0 checkpoint is shipped,
+    not rebuilt"), and with them every accuracy. Where the model was pretrained is its pretraining stats' ``cpu_bf16``
+    (recorded since 2026-12-02), else the CPU the entry ran on. ``here``: this CPU's native bf16 instructions."""
     hardware = entry.environment.hardware or {}
     stats = ((entry.profile or {}).get("downstream") or {}).get("pretraining") or {}
     if hardware.get("gpu") or stats.get("device", "cpu") != "cpu":

@@ -1,4 +1,4 @@
-"""Batched sampling from the generator LLM with the KV cache (DESIGN.md §9; issue 26 for its speed).
+"""Batched sampling from the generator LLM with the KV cache (DESIGN.md §9; its speed: docs/speed.md).
 
 Prompts are tokenised with the tokenizer's own special tokens (a LLaMA tokenizer adds BOS, GPT-2's adds nothing,
 as vLLM and trl do), truncated from the left so that prompt plus ``max_new_tokens`` fit the model's context, and

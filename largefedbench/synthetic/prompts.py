@@ -31,7 +31,8 @@ A third, ``"instruction"``, is one open request in the generator's chat template
 :data:`DEFAULT_INSTRUCTION`), the same for every prompt; the sample is the answer. It leaves the topic to the
 generator, so the clients' preference can steer it: on demo-prose with the cpu profile, 91 % of the variance of the
 samples' similarity to the private centroid lies between answers to one prompt, against 38 % between continuations of
-one 12-word prefix, whose topic the prefix already fixes (issue 25; docs/profiles.md).
+one 12-word prefix, whose topic the prefix already fixes (docs/profiles.md; the measurement: docs/notes/history.md,
+"The prompt format on the paper's protocol").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Natural prose for the demo's records, written by a real LLM (issue 11: the templated demo is out of an LLM's reach).
+"""Natural prose for the demo's records, written by a real LLM (the templated demo is out of an LLM's reach).
 
 The templated demo is a closed world: a downstream model pretrained on its public split scores top-1 0.73 on its
 private text but 0.01 on real bioRxiv abstracts and 0.03 on what SmolLM2 writes, so no synthetic-data method with a
