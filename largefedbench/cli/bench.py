@@ -20,11 +20,12 @@ def cmd_bench_llm(args) -> int:
     from largefedbench.errors import InputError
 
     log = _progress("bench", args.quiet or args.json)
-    for name in ("prompts", "new_tokens", "fid_samples", "dpo_pairs"):
+    for name in ("prompts", "new_tokens", "fid_samples", "dpo_pairs", "clients"):
         if getattr(args, name) < (1 if name in ("prompts", "new_tokens") else 0):
             raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
     report = run_llm_bench(prompts=args.prompts, new_tokens=args.new_tokens, batch_sizes=_batch_sizes(args.batch_sizes),
-                           fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, root=args.home, log=log)
+                           fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, clients=args.clients, root=args.home,
+                           log=log)
     return _show(args, report, lambda: format_table(report))
 
 
@@ -62,12 +63,15 @@ def add_bench_parser(sub) -> None:
                         description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
                         "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
                         "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
-                        "same run; and the bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift).")
+                        "same run; one cohort's DP client step (LoRA fine-tuning of the generator, 4 x params FLOPs/token); and the "
+                        "bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift).")
     p.add_argument("--prompts", type=int, default=64, help="samples per case (default 64)")
     p.add_argument("--new-tokens", type=int, default=48, help="new tokens per sample (default 48, the cpu presets')")
     p.add_argument("--batch-sizes", default="16,64", help="comma-separated batch sizes (default 16,64)")
     p.add_argument("--fid-samples", type=int, default=256, help="samples per FID of the quality check (0: skip it)")
     p.add_argument("--dpo-pairs", type=int, default=8, help="preference pairs of the DPO timing (0: skip it)")
+    p.add_argument("--clients", type=int, default=16, help="clients of the DP client step's timing (dp-resample's cpu "
+                   "preset, 5 spans each; 0: skip it)")
     p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")
     _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress lines")
     p.set_defaults(func=cmd_bench_llm)

@@ -155,8 +155,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=float, help="delta, below 1/number of train clients (default 3e-6 as POPri)")
     p.add_argument("--profile", help="tiny (offline, CPU tests), cpu (offline, a real LLM on the CPU), cpu-wide (cpu "
                    "with a 12M-parameter on-device model), small (one GPU) or paper (default: tiny)")
-    p.add_argument("--preset", choices=["paper", "cpu", "tiny"], help="method defaults: paper, cpu or tiny (default: "
-                   "the profile's own: cpu for cpu and cpu-wide, tiny for tiny, else paper)")
+    p.add_argument("--preset", choices=["paper", "cpu", "tiny", "matched"], help="method defaults: paper, cpu or tiny "
+                   "(default: the profile's own: cpu for cpu and cpu-wide, tiny for tiny, else paper), or matched (the "
+                   "cpu profile at POPri's compute: dp-resample, ctcl, weak-client-voting)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2; the board ranks entries "
                    "with >= 3)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
