@@ -88,7 +88,8 @@ def _refresh_release(args) -> int:
 
 def cmd_release(args) -> int:
     from largefedbench.data.federated import resolve_snapshot
-    from largefedbench.data.releases import check_release_name, list_releases, write_release
+    from largefedbench.data.releases import check_release_name, find_release, list_releases, new_release
+    from largefedbench.io import atomic_write_json
     from largefedbench.data.snapshot import read_manifest
     from largefedbench.errors import InputError
 
@@ -97,22 +98,33 @@ def cmd_release(args) -> int:
         return _show(args, releases, lambda: "\n".join(
             f"{r['name']}  {r['created_at'][:10]}  " + ", ".join(f"{s['dataset']}@{s['content_sha256'][:12]}"
                                                                for s in r["snapshots"]) for r in releases))
+    if args.name and args.push_to_hub and not args.snapshots:  # publish a release written earlier (a push failed)
+        check_release_name(args.name)
+        release = find_release(args.name, args.home)
+        _push(release, args)
+        return _show(args, release, lambda: f"release {args.name} published to {args.push_to_hub}")
     if not args.name or not args.snapshots:
         raise InputError("lfb release NAME --snapshots SNAP[,SNAP]: name the release (e.g. 2026q4) and its snapshots "
-                         "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases")
+                         "(names, prefixes or dataset names: the newest of each); `lfb release --list` lists releases; "
+                         "`lfb release NAME --push-to-hub OWNER` publishes a release written earlier")
     check_release_name(args.name)  # before reading any snapshot
     manifests = [read_manifest(resolve_snapshot(ref.strip(), args.home)) for ref in args.snapshots.split(",") if ref.strip()]
-    path, release = write_release(args.name, manifests, home=args.home, out=args.out, previous=args.previous)
-    if args.push_to_hub:
-        from largefedbench.data.hub import push_release
-
-        for url in push_release(release, args.push_to_hub, home=args.home):
-            print(f"published {url} (tag {args.name})", file=sys.stderr)
+    path, release = new_release(args.name, manifests, home=args.home, out=args.out, previous=args.previous)
+    if args.push_to_hub:  # the record is written once every push succeeded: a failed push leaves nothing to undo
+        _push(release, args)
+    atomic_write_json(path, release)
     return _show(args, release, lambda: "\n".join(
         [f"release {args.name} written to {path} (previous: {release['previous'] or 'none'})"]
         + [f"  {rec['dataset']}@{args.name}: {rec['snapshot']}, {rec['window']['since']}..{rec['window']['until']}, "
            f"content {rec['content_sha256'][:12]}…" for rec in release["snapshots"]]
         + ["changes:", *(f"  - {c}" for c in release["changes"])]))
+
+
+def _push(release: dict, args) -> None:
+    from largefedbench.data.hub import push_release
+
+    for url in push_release(release, args.push_to_hub, home=args.home):
+        print(f"published {url} (tag {release['name']})", file=sys.stderr)
 
 
 def add_refresh_parser(sub) -> None:
@@ -159,7 +171,8 @@ def add_release_parser(sub) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="write the release file here (default $LFB_HOME/releases; "
                    "the project's own releases ship in largefedbench/data/releases)")
     p.add_argument("--push-to-hub", metavar="OWNER", help="publish each snapshot to OWNER/largefedbench-DATASET as a "
-                   "revision tagged NAME, with the release in its card")
+                   "revision tagged NAME, with the release in its card; the release is written once every push "
+                   "succeeded. Without --snapshots: publish release NAME, written earlier")
     p.add_argument("--list", action="store_true", help="list the releases known here")
     _add_home(p)
     _add_output_flags(p, quiet_help=None)

@@ -72,8 +72,8 @@ def push_release(release: dict, owner: str, *, home: Path | None = None, token: 
         try:
             api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo_id,
                             repo_type="dataset", commit_message=f"LargeFedBench release {release['name']}")
-            api.create_tag(repo_id, tag=release["name"], repo_type="dataset",
-                           tag_message="; ".join(release["changes"]))
+            api.create_tag(repo_id, tag=release["name"], repo_type="dataset", tag_message="; ".join(release["changes"]),
+                           exist_ok=True)  # a release pushed again (an earlier push stopped): its tag may be there
         except Exception as exc:  # as in push_snapshot: any hub error means "not tagged"
             raise SnapshotError(f"{repo_id}: the snapshot was uploaded but the release tag {release['name']!r} was not "
                                 f"made ({type(exc).__name__}: {exc}); run the push again") from None

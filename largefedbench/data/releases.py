@@ -125,8 +125,17 @@ def changelog(previous: dict[str, Any] | None, snapshots: list[dict[str, Any]]) 
 
 def write_release(name: str, manifests: list[dict[str, Any]], *, home: Path | str | None = None,
                   out: Path | None = None, previous: str | None = None) -> tuple[Path, dict[str, Any]]:
-    """Write release ``name`` of these snapshots' manifests (one per dataset) with its changelog against
-    ``previous`` (default: the newest release named before it); an existing release is never overwritten."""
+    """:func:`new_release`, written."""
+    path, release = new_release(name, manifests, home=home, out=out, previous=previous)
+    atomic_write_json(path, release)
+    return path, release
+
+
+def new_release(name: str, manifests: list[dict[str, Any]], *, home: Path | str | None = None,
+                out: Path | None = None, previous: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """Release ``name`` of these snapshots' manifests (one per dataset) with its changelog against ``previous``
+    (default: the newest release named before it), and the file it is to be written to; an existing release is
+    never overwritten. Nothing is written (``lfb release --push-to-hub`` writes it once every push succeeded)."""
     check_release_name(name)
     if not manifests:
         raise InputError("a release names at least one snapshot: --snapshots biorxiv,congress")
@@ -139,7 +148,7 @@ def write_release(name: str, manifests: list[dict[str, Any]], *, home: Path | st
     if existing is not None:
         where = "shipped with LargeFedBench" if existing.parent == SHIPPED else str(existing)
         raise InputError(f"release {name!r} exists already ({where}): a release is immutable; name the next one "
-                         "(e.g. the next quarter)")
+                         f"(e.g. the next quarter), or publish this one with `lfb release {name} --push-to-hub OWNER`")
     earlier = [r for r in list_releases(home) if r["name"] < name]
     prev = find_release(previous, home) if previous else (earlier[-1] if earlier else None)
     snapshots = [release_record(m) for m in sorted(manifests, key=lambda m: m["dataset"])]
@@ -148,7 +157,6 @@ def write_release(name: str, manifests: list[dict[str, Any]], *, home: Path | st
                "cadence": "quarterly" if QUARTERLY.match(name) else "unscheduled",
                "previous": prev["name"] if prev else None, "changes": changelog(prev, snapshots),
                "snapshots": snapshots}
-    atomic_write_json(path, release)
     return path, release
 
 

@@ -34,8 +34,12 @@ def local_hub(tmp_path, monkeypatch):
         calls.append(("upload_file", repo_id, repo_type))
         (remote / repo_id / path_in_repo).write_bytes(path_or_fileobj)
 
-    def create_tag(self, repo_id, tag, repo_type=None, tag_message=None):
+    def create_tag(self, repo_id, tag, repo_type=None, tag_message=None, exist_ok=False):
         calls.append(("create_tag", repo_id, repo_type))
+        if (remote / f"{repo_id}@{tag}").exists():
+            if exist_ok:
+                return
+            raise huggingface_hub.errors.HfHubHTTPError(f"tag {tag} exists")
         shutil.copytree(remote / repo_id, remote / f"{repo_id}@{tag}")  # a tag pins the revision as it is now
 
     def snapshot_download(repo_id, repo_type=None, revision=None):
@@ -101,3 +105,27 @@ def test_the_published_folder_loads_back_with_datasets_load_dataset(local_hub, t
     assert set(loaded) == {"train", "validation", "test", "public"}
     for split in loaded:
         assert list(loaded[split]["id"]) == list(local.splits[split].ids)
+
+
+def test_a_release_is_written_only_once_its_push_succeeded_and_an_existing_one_can_be_pushed(local_hub, lfb_home,
+                                                                                            monkeypatch, capsys):
+    from largefedbench.cli import main
+    from largefedbench.data.releases import releases_dir
+
+    build_demo(n_clients=200, progress=False)
+    good = huggingface_hub.HfApi.upload_folder
+
+    def down(self, *args, **kwargs):
+        raise ConnectionError("the hub is down")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", down)
+    assert main(["release", "2026q4", "--snapshots", "demo", "--push-to-hub", "someone"]) != 0
+    assert "the hub is down" in capsys.readouterr().err and not (releases_dir() / "2026q4.json").exists()
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", good)
+    assert main(["release", "2026q4", "--snapshots", "demo", "--push-to-hub", "someone"]) == 0  # the same command again
+    assert (releases_dir() / "2026q4.json").exists()
+    assert "hf auth login" not in capsys.readouterr().err
+    assert main(["release", "2026q4", "--push-to-hub", "someone"]) == 0  # an existing release, pushed again
+    assert [c[0] for c in local_hub].count("create_tag") == 2
+    assert main(["release", "2026q4", "--snapshots", "demo"]) == 2
+    assert "lfb release 2026q4 --push-to-hub OWNER" in capsys.readouterr().err
