@@ -68,3 +68,21 @@ def test_the_board_says_first_what_data_its_results_are_on():
     assert only_demo.data_statement().startswith("No results on real records yet")
     both = Board([real, demo], 0)
     assert both.data_statement().startswith("Results on real dated records: congress (2024-12-01 – 2025-01-03).")
+
+
+def test_a_private_row_the_seeds_do_not_put_above_the_public_model_says_so():
+    from largefedbench.leaderboard.board import REFERENCES
+    from largefedbench.leaderboard.columns import no_gain_over_public
+
+    def with_public(row: Row, public: list[float]) -> Row:
+        row.entry.metrics.reference_public = NS(top1=NS(per_seed=public))
+        row.entry.metrics.gap_closed = NS(mean=0.0, std=0.0)
+        return row
+
+    flat = with_public(_row("dp-fedavg", [0.1540, 0.1545, 0.1550]), [0.1530] * 3)  # within the 0.2-point floor
+    ahead = with_public(_row("dp-ftrl", [0.132, 0.137, 0.137]), [0.119] * 3)
+    public = with_public(_row("public", [0.119] * 3, eps=0.0), [0.119] * 3)
+    public.bucket = REFERENCES
+    assert no_gain_over_public(flat) and not no_gain_over_public(ahead) and not no_gain_over_public(public)
+    gap = next(c for c in columns_for("ranked") if c.key == "gap")
+    assert gap.text(flat).endswith("· no gain over ε=0") and "no gain" not in gap.text(ahead)
