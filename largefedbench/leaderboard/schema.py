@@ -190,7 +190,7 @@ class SelectionRecord(_Strict):
     by: Literal["harness", "method"]  # the harness (the downstream epoch) or the method (a round's state)
     what: str = Field(min_length=1)  # "downstream epoch", "round of <the rounds loop>"
     metric: str = Field(min_length=1)  # "top1" (next-token accuracy), "fid", …
-    chosen: int
+    chosen: int  # -1 in the harness's count of a sandboxed method's held-out queries (a count, no choice)
     candidates: int = Field(ge=1)
     on: SelectOn
 

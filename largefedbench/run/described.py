@@ -8,6 +8,7 @@ So the scoring process never executes a plug-in's code, not even what its module
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,48 @@ def plugin_code(target: str) -> tuple[str, list[str], Path | None]:
     return target, [str(top.parent.parent if top.name == "__init__.py" else top.parent)], found
 
 
-def _stand_in(d: dict[str, Any]) -> type:
-    attrs = dict(d["attributes"])
-    fixed = attrs.get("fixed_epsilon")
-    attrs["fixed_epsilon"] = None if fixed is None else float(fixed)  # "inf" crossed as a string
+#: the contract attributes a description gives, each with the types it may have
+ATTRIBUTE_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "paper": (str,), "output": (str,), "status": (str,), "fixed_epsilon": (type(None),),
+    "needs_span_embeddings": (bool,), "audit_by_releases": (bool,), "retired_settings": (dict,),
+    "introduced_settings": (dict,), "version": (str, type(None))}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _checked(d: dict[str, Any], target: str) -> dict[str, Any]:
+    """The description's contract attributes, refused unless each has its type, the method is a plug-in (not a
+    reference: no fixed ε; not a built-in's name or module) and its module lies in the target's package."""
+    from largefedbench.contract import OUTPUT_KINDS
+    from largefedbench.leaderboard.schema import is_safe_id
+    from largefedbench.registry import BUILTIN_METHODS
+
+    attrs = d.get("attributes")
+    if not isinstance(attrs, dict) or set(attrs) != set(ATTRIBUTE_TYPES):
+        raise MethodError(f"{target}: its process described {sorted(attrs) if isinstance(attrs, dict) else attrs!r}, "
+                          f"not the contract's attributes {sorted(ATTRIBUTE_TYPES)}")
+    bad = [k for k, types in ATTRIBUTE_TYPES.items() if not isinstance(attrs[k], types)]
+    if bad:
+        why = "; a plug-in is never a reference (fixed_epsilon must stay None)" if "fixed_epsilon" in bad else ""
+        raise MethodError(f"{target}: the class attributes {', '.join(bad)} have the wrong type{why}")
+    if not is_safe_id(attrs["name"]) or attrs["name"] in BUILTIN_METHODS:
+        raise MethodError(f"{target}: name {attrs['name']!r} is not a plug-in's: use lower-case letters, digits, '.', "
+                          "'_' or '-', and not a built-in method's name")
+    if attrs["output"] not in OUTPUT_KINDS:
+        raise MethodError(f"{target}: output {attrs['output']!r} is not one of {OUTPUT_KINDS}")
+    module, qualname = str(d.get("module")), str(d.get("qualname"))
+    top = target.partition(":")[0]
+    expected = None if top.endswith(".py") else top.split(".")[0]
+    if not (_IDENTIFIER.match(module) and _IDENTIFIER.match(qualname)) or module.startswith("largefedbench.methods") \
+            or (expected is not None and module.split(".")[0] != expected):
+        raise MethodError(f"{target}: its class says it is {module}:{qualname}, outside the package it was imported "
+                          "from; leave the class's __module__ as Python sets it")
+    if not all(isinstance(f, list) and len(f) == 2 and _IDENTIFIER.match(str(f[0])) for f in d.get("fields", [])) \
+            or not isinstance(d.get("config"), dict) or not _IDENTIFIER.match(str(d.get("config_class"))):
+        raise MethodError(f"{target}: its Config was not described as a dataclass of named fields")
+    return attrs
+
+
+def _stand_in(d: dict[str, Any], attrs: dict[str, Any]) -> type:
     config_cls = dataclasses.make_dataclass(str(d["config_class"]), [(str(n), str(t)) for n, t in d["fields"]],
                                             frozen=True)
     config_cls.__module__, config_cls.__qualname__ = d["module"], str(d["config_class"])
@@ -59,7 +98,8 @@ def _stand_in(d: dict[str, Any]) -> type:
     def train(self, fed, public, cfg, budget):
         raise MethodError(f"{d['module']}:{d['qualname']} runs in its sandboxed process only")
 
-    cls = type(d["qualname"].rpartition(".")[2], (Method,), {**attrs, "Config": config_cls, "train": train})
+    cls = type(d["qualname"].rpartition(".")[2], (Method,), {**{k: attrs[k] for k in ATTRIBUTE_TYPES},
+                                                             "Config": config_cls, "train": train})
     cls.__module__, cls.__qualname__ = d["module"], d["qualname"]
     return cls
 
@@ -76,8 +116,12 @@ def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: 
                            home=home, hidden=hidden, log=log)
     if reference.partition(":")[0].endswith(".py") and d["module"] != file_module_name(Path(file)):
         raise MethodError(f"the method file {file} named its class's module {d['module']!r}: leave __module__ as it is")
-    cls = _stand_in(d)
-    config = cls.Config(**d["config"])
+    attrs = _checked(d, target)
+    try:
+        cls = _stand_in(d, attrs)
+        config = cls.Config(**d["config"])
+    except (TypeError, ValueError) as exc:
+        raise MethodError(f"{target}: its description does not make a method class here ({exc})") from None
     dist = distribution_of(d["module"])
     version = (dist.version if dist is not None else None) or d["attributes"].get("version") or "unversioned"
     return DescribedMethod(cls, d["module"], str(version), reference=reference, folders=tuple(folders),

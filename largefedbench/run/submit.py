@@ -87,7 +87,7 @@ def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins
     _check_plots(result, entry_path, entry)
     if not _check_data(result, entry, allow_demo):
         return result
-    target = _check_source(result, entry)
+    target = _check_source(result, entry, home)
     if target is not None and smoke_plugins:
         _smoke(result, target, home, log)
     if not result.ok:
@@ -115,18 +115,24 @@ def _check_data(result: SubmitResult, entry: Entry, allow_demo: bool) -> bool:
                       "list`), or pass --allow-demo to submit it anyway")
 
 
-def _check_source(result: SubmitResult, entry: Entry) -> str | None:
+def _check_source(result: SubmitResult, entry: Entry, home: Path | None = None) -> str | None:
     """Can the method be found again? Returns the method to smoke-test (plug-ins only), else None."""
     from largefedbench.errors import LfbError
-    from largefedbench.registry import resolve_method
+    from largefedbench.paths import lfb_home
+    from largefedbench.registry import method_target, resolve_method
+    from largefedbench.run.described import describe_method
 
     m = entry.method
     if m.source == "declared":
         result.add("source", True, f"declared synthetic set {entry.declared.file} (sha256 {entry.declared.sha256[:12]}…), "
                    f"made with {entry.declared.made_with}")
         return None
-    try:
-        resolved = resolve_method(m.name)
+    try:  # a plug-in is described by its sandboxed process: submitting never imports it here
+        if method_target(m.name)[1] == "built-in":
+            resolved = resolve_method(m.name)
+        else:
+            home = Path(home) if home is not None else lfb_home()
+            resolved = describe_method(m.name, preset=entry.config.preset, overrides={}, home=home, hidden=[home])
     except LfbError as exc:
         result.add("source", False, f"method {m.name!r} is not registered here ({exc}). Install its package so that "
                    "it registers the name (entry-point group 'largefedbench.methods'), then submit again")
@@ -196,7 +202,7 @@ def _found_again(m) -> tuple[bool, str]:
 def _smoke(result: SubmitResult, method: str, home: Path | None, log: Callable[[str], None]) -> None:
     from largefedbench.run.smoke import smoke
 
-    log(f"running `lfb smoke {method}` (three short runs on the demo)")
+    log(f"running `lfb smoke {method}` (short runs on the demo, the method in its sandbox)")
     report = smoke(method, home=home, log=log)
     result.add("smoke", report.ok, "passed" if report.ok else "\n" + report.format())
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,6 +31,7 @@ __all__ = ["SandboxRun", "code_folders", "describe_sandboxed", "run_sandboxed"]
 _TOKEN = re.compile(r"[0-9a-f]{64}\Z")
 METHOD_FOLDER = "method"  # the one folder of the seed the method's process may write (its round checkpoints)
 ARTIFACT_FILE = "artifact.safetensors"  # what the method's process writes there when train() returns
+DESCRIBE_SECONDS = 300.0  # the longest a method's module may take to import and describe itself
 HOST = "largefedbench.run.method_host"  # the method's process's module (run by name: the harness never imports it)
 
 
@@ -50,14 +52,18 @@ class SandboxRun:
         self.selections = with_counted_queries(self.selections, self.accuracy_queries)
 
 
+#: the selection record of the harness's count of a sandboxed method's held-out accuracy queries (chosen: -1, a count)
+COUNTED_QUERIES = "held-out accuracy queries of the method's process, counted by the harness (a count, no choice)"
+
+
 def with_counted_queries(records: list[dict[str, Any]], queries: int) -> list[dict[str, Any]]:
     """The method's own selection records, plus the count of held-out accuracy queries the harness answered it: what
     a method reports of its choices is its own word, the count is not (it states how often the held-out data was
     read, whatever the records say)."""
     if not queries:
         return list(records)
-    return [*records, {"by": "method", "what": "held-out accuracy queries, counted by the harness", "metric": "top1",
-                       "chosen": 0, "candidates": int(queries)}]
+    return [*records, {"by": "harness", "what": COUNTED_QUERIES, "metric": "top1", "chosen": -1,
+                       "candidates": int(queries)}]
 
 
 def code_folders() -> list[str]:
@@ -172,8 +178,10 @@ class _Server:
             if sel.on != "public":
                 raise InputError("the held-out embeddings are the validation clients': run with --select-on public")
             return sel.embeddings()
-        if call == "record":
-            sel.record(by=str(request["by"]), what=str(request["what"]), metric=str(request["metric"]),
+        if call == "record":  # the method's own choice: recorded as the method's, never as the harness's
+            if str(request["what"]) == COUNTED_QUERIES:
+                raise InputError("that selection record is the harness's own: record the method's choices only")
+            sel.record(by="method", what=str(request["what"]), metric=str(request["metric"]),
                        chosen=int(request["chosen"]), candidates=int(request["candidates"]))
             return None
         raise InputError(f"unknown selection call {call!r}")
@@ -205,8 +213,9 @@ def _host(*, home: Path, hidden: list[Path], code: list[str], writable: list[str
     models = Path(home).resolve() / "models"
     hf_cache = Path(kept_environment().get("HF_HOME", Path.home() / ".cache" / "huggingface"))
     root = tempfile.mkdtemp(prefix="lfb-jail-")  # stays empty here: the tmpfs root is mounted in the namespace only
+    on_path = [p for p in sys.path if p and os.path.isdir(p)]  # where a plug-in's own dependencies may be installed
     proc = _start([sys.executable, "-m", HOST], root=root,
-                  read_only=[*code_folders(), *code, str(models), str(hf_cache)], writable=writable,
+                  read_only=[*code_folders(), *on_path, *code, str(models), str(hf_cache)], writable=writable,
                   hidden=[str(Path(h).resolve()) for h in hidden],
                   env=kept_environment({"LFB_HOME": str(Path(home).resolve())}), guard=guard)
     return proc, root
@@ -225,14 +234,17 @@ def describe_sandboxed(init: dict[str, Any], *, home: Path, hidden: list[Path], 
     guard = _guard(log, require_jail=False)
     proc, root = _host(home=home, hidden=hidden, code=list(init.get("sys_path", [])), writable=[], guard=guard)
     channel = Channel(proc.stdout, proc.stdin)
+    deadline = threading.Timer(DESCRIBE_SECONDS, proc.kill)  # a module that hangs on import stops here
+    deadline.start()
     try:
         channel.send({**init, "op": "describe"})
         try:
             answer = channel.recv()
         except ChannelClosed:
-            raise MethodError(f"the method's process exited (code {proc.wait()}) before it described the method; "
-                              "its output above says why") from None
+            raise MethodError(f"the method's process exited (code {proc.wait()}) before it described the method "
+                              f"(within {DESCRIBE_SECONDS:.0f} s); its output above says why") from None
     finally:
+        deadline.cancel()
         _stop(proc, root)
     if answer.get("op") == "failed":
         error = answer["error"].partition(": ")[2] or answer["error"]

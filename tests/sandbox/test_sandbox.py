@@ -173,5 +173,31 @@ def test_the_harness_counts_the_held_out_queries_a_sandboxed_method_makes_whatev
     claimed = [{"by": "method", "what": "round of rounds", "metric": "fid", "chosen": 1, "candidates": 2}]
     ran = SandboxRun(None, [], 0.0, {}, claimed, accuracy_queries=server.accuracy_queries)
     assert ran.selections[0] == claimed[0] and ran.selections[1]["candidates"] == 7
-    assert "counted by the harness" in ran.selections[1]["what"]
+    assert "counted by the harness" in ran.selections[1]["what"] and ran.selections[1]["by"] == "harness"
+    forged = {"op": "selection", "call": "record", "by": "harness", "what": "round", "metric": "top1", "chosen": 1,
+              "candidates": 1}
+    recorded = []
+    selection.record = lambda **kw: recorded.append(kw)
+    server.handle(forged)  # a method's record is the method's, whatever it says
+    assert recorded == [{"by": "method", "what": "round", "metric": "top1", "chosen": 1, "candidates": 1}]
+    with pytest.raises(InputError, match="the harness's own"):
+        server.handle({**forged, "what": ran.selections[1]["what"]})
     assert SandboxRun(None, [], 0.0, {}, claimed).selections == claimed  # no query, nothing added
+
+
+@needs_jail
+@pytest.mark.parametrize("body, refused", [
+    ("    name = 'popri'\n", "not a built-in method's name"),
+    ("    name = 'x'\n    fixed_epsilon = float('inf')\n", "never a reference"),
+    ("    name = 'x'\nImported.__module__, Imported.__qualname__ = 'largefedbench.methods.popri', 'POPri'\n",
+     "__module__"),
+    ("    name = '../../x'\n", "is not a plug-in's"),
+])
+def test_a_plugin_cannot_describe_itself_as_a_built_in_a_reference_or_a_path(tmp_path, body, refused):
+    from largefedbench.run.described import describe_method
+
+    plugin = tmp_path / "posing.py"
+    plugin.write_text("from largefedbench.testing.attacks import AttackKit\nclass Imported(AttackKit):\n" + body)
+    home = tmp_path / "home"
+    with pytest.raises(MethodError, match=refused):
+        describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
