@@ -427,7 +427,9 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     deterministic = _check_same(report, runs[0], runs[1])
     if sandboxed:
         report.add("isolation", True, "the method ran in its sandboxed process and its client functions in the "
-                   "harness's worker processes: nothing a client function keeps can reach train()")
+                   "harness's worker processes: nothing a client function keeps can reach train(). Not checked here: "
+                   "state a client function keeps in its worker from one client to the next (`lfb smoke --sandbox "
+                   "off` compares the runs with the client functions in one process)")
     elif deterministic:
         _check_isolated(report, first, runs[2])
     else:
