@@ -105,6 +105,7 @@ def _attack(tiny, tmp_path, sandbox: str):
 
 
 @needs_jail
+@pytest.mark.timeout(1500)  # two whole `lfb eval` runs in processes of their own, references included
 def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(tiny, tmp_path):
     entry, seed = _attack(tiny, tmp_path, "on")
     assert seed["sandbox"] == JAIL and set(seed["info"]["breaches"]) == set(ATTACKS)
