@@ -10,7 +10,8 @@ from largefedbench.errors import InputError
 
 __all__ = ["PRESETS", "preset_config", "preset_or_none", "settings_table"]
 
-PRESETS = ("paper", "cpu", "tiny", "matched")
+PRESETS = ("paper", "cpu", "tiny")  # every method has these
+MATCHED = "matched"  # only the methods whose cpu preset costs several times POPri's
 #: the methods whose ``cpu`` preset costs several times POPri's have a ``matched`` one at about POPri's minutes a seed
 MATCHED_COMPUTE = "about POPri's cpu-preset minutes a seed on 2 cores (≈ 13)"
 
@@ -20,11 +21,11 @@ def preset_config(method_cls: type, preset: str) -> Any:
     ``cpu`` profile's ~15-minute settings), ``Config.tiny()`` (CPU tests) or ``Config.matched()`` (the cpu profile
     at POPri's compute, for the methods that have it). A Config with settings and no ``cpu()`` is
     refused for the cpu preset (its tiny settings would run silently); one without settings is the same everywhere."""
-    if preset not in PRESETS:
+    if preset not in (*PRESETS, MATCHED):
         raise InputError(f"--preset {preset!r}: use paper (the paper's defaults), cpu (the cpu profile's), tiny (CPU "
                          "tests) or matched (the cpu profile at POPri's compute, where a method has it)")
     cfg = method_cls.Config
-    if preset == "matched":
+    if preset == MATCHED:
         if not callable(getattr(cfg, "matched", None)):
             name = getattr(method_cls, "name", method_cls.__name__)
             raise InputError(f"method {name!r} has no matched preset: it is for the methods whose cpu preset costs "
