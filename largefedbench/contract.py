@@ -20,7 +20,7 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -28,6 +28,10 @@ from largefedbench.config_overrides import config_from_overrides, config_to_dict
 from largefedbench.errors import MethodError
 from largefedbench.rounds import checkpoints
 from largefedbench.rounds.loop import selection_of
+
+if TYPE_CHECKING:  # the contract's types; importing them here would load the federation's executors
+    from largefedbench.federation import Federation
+    from largefedbench.privacy import PrivacyBudget
 
 __all__ = [
     "OUTPUT_KINDS",
@@ -108,8 +112,9 @@ class Method:
     #: the method's version for the entry; a plug-in's default is its package's version (the registry's lookup).
     version: ClassVar[str | None] = None
 
-    def train(self, fed, public: PublicResources, cfg: Any, budget) -> Artifact:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def train(self, fed: Federation, public: PublicResources, cfg: Any, budget: PrivacyBudget) -> Artifact:
+        """Run the method on ``fed`` under ``budget`` (σ from ``budget.calibrate(plan)``); return what it made."""
+        raise NotImplementedError  # pragma: no cover - abstract
 
 
 class PublicResources:

@@ -129,7 +129,7 @@ class Federation:
         if self.noise_free and self.shuffle_releases:
             raise InputError("--noise-free and --shuffled-releases are two diagnostics: run one at a time")
         self._seed = int(seed)
-        self._executor = executor if hasattr(executor, "map_chunks") else make_executor(executor)
+        self._executor: Executor = make_executor(executor) if executor is None or isinstance(executor, str) else executor
         self._ids: list[str] = list(clients.ids)
         self.ledger = ledger if ledger is not None else PrivacyLedger()
         self.costs = CostMeter()
@@ -177,7 +177,7 @@ class Federation:
         chosen = np.flatnonzero(self._rng.random(self.n_clients) < rate)
         return self._new_round(chosen, rate)
 
-    def epoch(self, per_round: int) -> list[Cohort]:
+    def epoch(self, per_round: int) -> list[PlannedCohort]:
         """One DP-FTRL epoch: the clients shuffled and cut into ``n_clients // per_round`` disjoint cohorts of
         ``per_round`` clients (the remainder sits the epoch out), so each client takes part at most once per
         epoch — the participation the tree-aggregation accountant assumes. Each cohort starts a round when used."""

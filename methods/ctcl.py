@@ -25,12 +25,13 @@ Deviations from the paper: :data:`DEVIATIONS` (also in the artifact's ``info["de
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 
 from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
@@ -39,7 +40,6 @@ from largefedbench.fedtrain.generator import (
     generator_update,
     pretrain_on_public,
 )
-from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.synthetic.generation import generate, seed_for
 from largefedbench.synthetic.histograms import (

@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
+
 from largefedbench.api import FlatParams, Gaussian, PoissonGaussianEvent, cohort_fields
 from largefedbench.fedtrain import ServerOptimizer
-from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
 
 __all__ = ["DPFedAvg", "DPFedAvgConfig"]
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
 
 from largefedbench.api import FlatParams, InputError, TreeAggregation, TreeAggregationEvent, TreePrefixSum
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import ftrl_weights
-from largefedbench.methods._federated_finetuning import FederatedFineTuning, FineTuningConfig, ModelServer
 
 __all__ = ["DPFTRL", "DPFTRLConfig"]
 

@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 
 from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
@@ -38,7 +39,6 @@ from largefedbench.fedtrain.generator import (
     generator_update,
     lora_generator,
 )
-from largefedbench.methods._dp_generator import DPAdapterSettings, DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.synthetic.generation import generate_flat, seed_for
 from largefedbench.synthetic.histograms import (

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.methods.popri import POPriConfig
+
+from largefedbench.contract import Artifact, Method, PublicResources
 from largefedbench.synthetic.generator_rounds import final_set
 from largefedbench.synthetic.prompts import SamplingSettings, public_examples
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from largefedbench.contract import Artifact, Method, selection_of
 from largefedbench.methods.popri import POPriConfig
+
+from largefedbench.contract import Artifact, Method, selection_of
 
 DEVIATIONS = ("not a method of the papers: the downstream model trained on real private spans at the synthetic rows' "
               "text budget, ε = ∞ — the ceiling a synthetic set of that size could reach",)

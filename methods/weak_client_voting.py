@@ -36,12 +36,13 @@ Deviations from the paper: :data:`DEVIATIONS` (also in the artifact's ``info["de
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
 
 from largefedbench.contract import Artifact
 from largefedbench.fedtrain import FedAvgSettings, FlatParams, train_adapter
@@ -51,7 +52,6 @@ from largefedbench.fedtrain.generator import (
     lora_generator,
     require_private_budget,
 )
-from largefedbench.methods._dp_generator import DPGeneratorMethod, histogram_release
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.rounds import releases_of

@@ -56,7 +56,7 @@ class ArxivMirror(MirrorSource):
                 try:
                     found.append((dt.date.fromisoformat(m["day"]), path))
                 except ValueError:
-                    raise InputError(f"{path}: {m['day']} is not a date; listing files are named YYYY-MM-DD.jsonl")
+                    raise InputError(f"{path}: {m['day']} is not a date; listing files are named YYYY-MM-DD.jsonl") from None
         if not found:
             raise InputError(f"--mirror {self.folder} holds no {self.what}; is it the right folder?")
         return sorted(found)

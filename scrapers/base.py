@@ -85,7 +85,7 @@ class Scraper:
         rate_limit: float | None = None,
         refresh: bool = False,
         **options,
-    ) -> "Scraper":
+    ) -> Scraper:
         """The scraper with its HTTP client: ``root`` is the LargeFedBench home (raw cache), ``rate_limit`` the
         requests per second when no ``settings`` are given (default ``$LFB_RATE_LIMIT`` or 1)."""
         if settings is None and rate_limit is not None:

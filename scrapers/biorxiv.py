@@ -22,8 +22,9 @@ import html
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from largefedbench.data.records import Record
 from largefedbench.data.windows import Window, month_ranges

@@ -100,9 +100,9 @@ import html.entities
 import logging
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from collections.abc import Iterator
 
 from lxml import etree
 
@@ -110,8 +110,8 @@ from largefedbench.data.records import Record
 from largefedbench.data.windows import Window
 
 from .base import Scraper
-from .http import MalformedResponseError
 from .cleaning import clean_text, normalize_whitespace
+from .http import MalformedResponseError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Iterable, Pattern
+from collections.abc import Iterable
+from re import Pattern
 
 CLEANING_VERSION = "1.0"
 MAX_NON_LETTER_FRACTION = 0.30

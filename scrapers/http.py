@@ -26,8 +26,9 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus, urlencode, urljoin, urlsplit
 
 import requests

@@ -36,7 +36,7 @@ MIRROR_SCHEME = "mirror:"
 _UPSTREAM = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+) @ (?P<commit>[0-9a-f]{40})")
 
 
-def open_mirror(source: str, folder: Path | str) -> "MirrorSource":
+def open_mirror(source: str, folder: Path | str) -> MirrorSource:
     """The mirror source ``source`` reading ``folder``; :class:`InputError` for an unknown source or folder."""
     if source not in MIRRORS:
         raise InputError(f"no mirror reader for source {source!r}; --mirror works with --sources "

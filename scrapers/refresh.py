@@ -70,7 +70,7 @@ def parse_mirrors(values: list[str] | None, sources: list[str]) -> dict[str, Pat
     return out
 
 
-def _check_mirrors(plan: "RefreshPlan") -> None:
+def _check_mirrors(plan: RefreshPlan) -> None:
     from largefedbench.scrapers.mirror import MIRRORS
 
     for source in plan.sources:
@@ -158,8 +158,9 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
     from largefedbench.deprecation import renamed_path
 
     root = renamed_path("refresh", "home", home, "root", root)
-    from largefedbench.data.spans import get_span_tokenizer
     from largefedbench.scrapers.cleaning import CLEANING_VERSION
+
+    from largefedbench.data.spans import get_span_tokenizer
 
     get_span_tokenizer(plan.span.tokenizer)  # fail on a bad or unavailable tokenizer before any download
     datasets: dict[str, list[str]] = {}

@@ -5,14 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from largefedbench.scrapers.mirror import MIRROR_SCHEME
+from largefedbench.scrapers.refresh import DATASET_OF, RefreshPlan, refresh
+
 from largefedbench.data.releases import find_release
 from largefedbench.data.snapshot import BuildResult
 from largefedbench.data.spans import SpanSettings
 from largefedbench.data.splits import SplitRatios
 from largefedbench.data.windows import Window
 from largefedbench.errors import InputError, SnapshotError
-from largefedbench.scrapers.mirror import MIRROR_SCHEME
-from largefedbench.scrapers.refresh import DATASET_OF, RefreshPlan, refresh
 
 __all__ = ["rebuild_release"]
 

@@ -94,8 +94,8 @@ from largefedbench.data.records import Record
 from largefedbench.data.windows import Window
 
 from .base import Scraper
-from .http import MalformedResponseError
 from .cleaning import clean_text, normalize_whitespace
+from .http import MalformedResponseError
 
 log = logging.getLogger(__name__)
 

@@ -80,8 +80,9 @@ import logging
 import os
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import lxml.etree
@@ -486,7 +487,7 @@ class UsCongressScraper(Scraper):
 
     @classmethod
     def create(cls, *, settings: HttpSettings | None = None, rate_limit: float | None = None,
-               **kwargs) -> "UsCongressScraper":
+               **kwargs) -> UsCongressScraper:
         """As :meth:`Scraper.create`, pacing requests to the key's hourly limit unless a ``rate_limit`` (or
         ``$LFB_RATE_LIMIT``) says otherwise."""
         _, demo = api_key()

@@ -29,7 +29,7 @@ from largefedbench.data.windows import Window
 from largefedbench.errors import InputError
 
 from .mirror import MirrorSource
-from .us_congress import PAGE_LETTERS, _SKIP_REASON, UsCongressScraper, parse_article, speech_records
+from .us_congress import _SKIP_REASON, PAGE_LETTERS, UsCongressScraper, parse_article, speech_records
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class UsCongressMirror(MirrorSource):
         rejected: Counter = Counter()
         records: list[Record] = []
         repaired = []
-        for number, day, path in tqdm(chosen, desc="Congressional Record issues", unit="issue", disable=not progress):
+        for _number, day, path in tqdm(chosen, desc="Congressional Record issues", unit="issue", disable=not progress):
             text, had_nul = self.text_of(self.read_bytes(path))
             if had_nul:
                 repaired.append(path.name)

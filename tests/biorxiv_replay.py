@@ -14,9 +14,8 @@ import json
 import re
 
 from conftest import fixture_path
-from replay_server import Reply
-
 from largefedbench.scrapers.biorxiv import LICENSE_ALLOWLIST
+from replay_server import Reply
 
 PAGE = 30
 _DETAILS = re.compile(r"^/details/(biorxiv|medrxiv)/(\d{4}-\d{2}-\d{2})/(\d{4}-\d{2}-\d{2})/(\d+)(?:/json)?$")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -104,7 +104,7 @@ class ReplayServer:
     def paths(self) -> list[str]:
         return [p for p, _, _ in self.requests]
 
-    def __enter__(self) -> "ReplayServer":
+    def __enter__(self) -> ReplayServer:
         self.thread.start()
         return self
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import largefedbench.api as api
 from largefedbench.contract import Method
-
 
 
 def test_every_exported_name_resolves():
@@ -27,3 +25,19 @@ def test_every_contract_attribute_is_declared_on_method():
     for name in ("name", "paper", "output", "Config", "status", "fixed_epsilon", "needs_span_embeddings",
                  "audit_by_releases", "retired_settings", "version"):
         assert name in Method.__annotations__, f"Method does not declare {name}"
+
+
+def test_the_api_imports_without_torch_until_a_torch_name_is_used():
+    import subprocess
+    import sys
+
+    code = ("import sys, largefedbench.api as api; light = 'torch' not in sys.modules; api.Server; "
+            "print(light, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]
+
+
+def test_the_package_ships_its_type_marker():
+    from pathlib import Path
+
+    assert (Path(api.__file__).parent / "py.typed").is_file()

@@ -89,9 +89,10 @@ def test_out_is_the_board_folder_wherever_it_is_taken():
 
 
 def test_the_rate_limit_reaches_the_scrapers_as_a_parameter(monkeypatch, capsys):
+    from largefedbench.scrapers.biorxiv import BiorxivScraper
+
     from largefedbench.cli import main
     from largefedbench.errors import SourceError
-    from largefedbench.scrapers.biorxiv import BiorxivScraper
 
     seen = {}
 
@@ -351,10 +352,10 @@ def test_a_full_disk_in_refresh_names_home_not_its_deprecated_out(lfb_home, monk
     import errno
 
     from biorxiv_replay import BiorxivApp, corpus
+    from largefedbench.scrapers.cache import RawCache
     from replay_server import ReplayServer
 
     from largefedbench.cli import main
-    from largefedbench.scrapers.cache import RawCache
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -436,8 +437,9 @@ def test_methods_name_shows_every_setting_with_its_value_in_each_preset(capsys):
     side as `lfb eval` resolves them; --json carries the same; an unknown name is a clear error."""
     import dataclasses
 
-    from largefedbench.cli import main
     from largefedbench.methods.fedbiscuit import FedBisConfig
+
+    from largefedbench.cli import main
 
     assert main(["methods", "fedbis", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)

@@ -14,7 +14,6 @@ from largefedbench.data.public_corpus import _corpus
 from largefedbench.errors import InputError, MethodError
 from largefedbench.registry import BUILTIN_METHODS, get_method
 
-
 MANIFEST = {"name": "fake", "dataset": "d", "window": ["2024-01", "2024-02"], "content_sha256": "0" * 64}
 PUBLIC_SPANS = ["a public span", "  ", "another"]
 

@@ -280,9 +280,10 @@ def _generator_update(bundle):
 
 def _selector_update(bundle):
     """FedBis / FedBiscuit: three selectors, each client training its own group's with local AdamW."""
+    from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
+
     from largefedbench.fedtrain import FlatParams
     from largefedbench.fedtrain.generator import lora_generator
-    from largefedbench.methods.fedbiscuit import FedBisConfig, PairPool, SelectorTask, SelectorUpdate
 
     rng = np.random.default_rng(3)
     a, b = [f"text a{i} about cells" for i in range(10)], [f"text b{i} about bills" for i in range(10)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import graphlib
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ REPO = ROOT.parent
 INSTALLED_FOLDERS = {"largefedbench.methods": REPO / "methods", "largefedbench.scrapers": REPO / "scrapers"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def library_modules() -> dict[str, Path]:
     """Every module of the library by its import name (a package by its ``__init__.py``): ``largefedbench/`` and
     the folders installed into it."""
@@ -34,7 +34,7 @@ def library_packages() -> list[str]:
     return sorted(name for name, path in library_modules().items() if path.name == "__init__.py")
 
 
-@lru_cache(maxsize=None)
+@cache
 def imported_modules(module: str) -> frozenset[str]:
     """The library modules ``module`` imports: at the top, inside a function or under ``TYPE_CHECKING`` (a lazy or
     type-only import hides a cycle, it does not remove it). ``from P import x`` is an arrow to the module ``P.x``

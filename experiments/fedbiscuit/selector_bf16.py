@@ -14,9 +14,9 @@ import time
 
 import numpy as np
 import torch
+from largefedbench.methods.fedbiscuit import SelectorTask
 
 from largefedbench.data.generic_corpus import read_generic
-from largefedbench.methods.fedbiscuit import SelectorTask
 from largefedbench.synthetic.lora import add_lora
 
 

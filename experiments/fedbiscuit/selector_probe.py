@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from largefedbench.methods.fedbiscuit import SelectorTask
+
 from largefedbench.synthetic.lora import add_lora, top_layer_indices
 
 

@@ -66,7 +66,7 @@ def sampling_rates(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: in
     rates = {}
     for size in batch_sizes:
         forget_copies()  # each timing pays for its bf16 copy, as a method's sampling call after a DPO epoch does
-        ids, seconds = _timed(lambda: generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=new_tokens,
+        ids, seconds = _timed(lambda size=size: generate_ids(model, tokenizer, prompts, n_per_prompt=n_per_prompt, max_new_tokens=new_tokens,
                                                    batch_size=size, seed=seed, dtype=dtype, **SAMPLING))
         new = sum(map(len, ids))
         rates[size] = (new / seconds, (new + prompt_tokens) / seconds)
@@ -81,7 +81,7 @@ def hf_generate_rate(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: 
     tokens, seconds = 0, 0.0
     for lo in range(0, len(rows), batch_size):
         enc = tokenizer(rows[lo:lo + batch_size], return_tensors="pt", padding=True, padding_side="left")
-        out, dt = _timed(lambda: model.generate(**enc, max_new_tokens=new_tokens, do_sample=True, top_k=0, pad_token_id=pad,
+        out, dt = _timed(lambda enc=enc: model.generate(**enc, max_new_tokens=new_tokens, do_sample=True, top_k=0, pad_token_id=pad,
                                                 **SAMPLING))
         new = out[:, enc["input_ids"].shape[1]:]
         tokens += int((new != pad).sum())

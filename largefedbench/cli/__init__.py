@@ -16,12 +16,12 @@ from largefedbench.cli.bench import add_bench_parser
 from largefedbench.cli.cutoffs import add_cutoffs_parser
 from largefedbench.cli.data import add_data_parser
 from largefedbench.cli.eval import add_audit_parser, add_eval_parser
+from largefedbench.cli.failures import _write_places, run_command
 from largefedbench.cli.leaderboard import add_leaderboard_parser
 from largefedbench.cli.methods import add_methods_parser, add_new_parser
 from largefedbench.cli.privacy import add_privacy_parser
 from largefedbench.cli.refresh import add_refresh_parser, add_release_parser
 from largefedbench.cli.smoke import add_smoke_parser
-from largefedbench.cli.failures import _write_places, run_command
 
 __all__ = ["EPILOG", "build_parser", "main", "_write_places"]
 

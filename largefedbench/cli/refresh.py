@@ -89,9 +89,9 @@ def _refresh_release(args) -> int:
 def cmd_release(args) -> int:
     from largefedbench.data.federated import resolve_snapshot
     from largefedbench.data.releases import check_release_name, find_release, list_releases, new_release
-    from largefedbench.io import atomic_write_json
     from largefedbench.data.snapshot import read_manifest
     from largefedbench.errors import InputError
+    from largefedbench.io import atomic_write_json
 
     if args.list:
         releases = list_releases(args.home)

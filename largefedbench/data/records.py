@@ -58,7 +58,7 @@ class Record:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "Record":
+    def from_dict(cls, row: dict[str, Any]) -> Record:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in row.items() if k in names})
 

@@ -21,9 +21,10 @@ import shlex
 import shutil
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from largefedbench import __version__
 from largefedbench.data.records import RECORD_FIELDS, Record

@@ -29,7 +29,7 @@ class SplitRatios:
             )
 
     @classmethod
-    def parse(cls, text: str) -> "SplitRatios":
+    def parse(cls, text: str) -> SplitRatios:
         try:
             train, validation, test = (float(x) for x in text.split(","))
         except ValueError:

@@ -81,7 +81,7 @@ def _jsonl_texts(content: str, path: Path, what: str) -> list[str]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{what} {path}: line {number} is not JSON ({exc.msg}); write one JSON object per line")
+            raise InputError(f"{what} {path}: line {number} is not JSON ({exc.msg}); write one JSON object per line") from None
         if isinstance(value, dict):
             value = value.get("text")
         if not isinstance(value, str):

@@ -52,7 +52,7 @@ class Window:
     @classmethod
     def parse(
         cls, since: str, until: str | None = None, *, public_months: int = 1, today: dt.date | None = None
-    ) -> "Window":
+    ) -> Window:
         """Build a window from CLI strings; ``public_months`` before ``since`` are fetched as public records."""
         start = parse_date(since, flag="--since")
         end = parse_date(until, end_of_month=True, flag="--until") if until else (today or dt.date.today())
@@ -61,7 +61,7 @@ class Window:
         return cls(start, end, _months_before(start, public_months) if public_months else None)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Window":
+    def from_dict(cls, data: dict[str, Any]) -> Window:
         """The inverse of :meth:`to_dict` (a manifest's ``window``); raises :class:`InputError` if it is invalid."""
         try:
             public = data.get("public_since")

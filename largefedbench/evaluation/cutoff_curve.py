@@ -31,7 +31,6 @@ from largefedbench.data.windows import Window, get_cutoff, parse_date
 from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_bytes
 
-
 __all__ = ["CurveSettings", "DatedText", "cluster_topics", "find_step", "linear_trend", "load_scoring_model",
            "markdown_summary", "measure_cutoff", "month_bootstrap", "plot_cutoff_curve", "records_from_mirror",
            "records_from_snapshot", "score_months", "standardise", "summary_text", "write_result"]

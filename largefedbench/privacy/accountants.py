@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.events import Event, GaussianEvent, TreeAggregationEvent, dp_accounting
@@ -119,8 +120,9 @@ def _opacus_accountant_class():
     """A ``dp_accounting.PrivacyAccountant`` that hands Poisson/Gaussian events to an opacus
     accountant as its ``history`` of (noise_multiplier, sample_rate, steps)."""
     dpa = dp_accounting()
+    base: Any = dpa.PrivacyAccountant  # imported on first use, so the type checker sees Any
 
-    class OpacusAccountant(dpa.PrivacyAccountant):
+    class OpacusAccountant(base):
         def __init__(self, mechanism: str):
             super().__init__(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
             self.mechanism = mechanism

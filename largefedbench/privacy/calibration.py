@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, Union
 
 from largefedbench.errors import InputError, PrivacyError
 from largefedbench.privacy.accountants import compose_events, epsilon_of, make_accountant, resolve_accountant
-from largefedbench.privacy.events import EVENT_TYPES, Event, PoissonGaussianEvent, dp_accounting
+from largefedbench.privacy.events import Event, GaussianEvent, PoissonGaussianEvent, TreeAggregationEvent, dp_accounting
 from largefedbench.privacy.rules import BUDGET_SLACK, check_delta, check_delta_for_clients, over_budget, positive_int
 
 __all__ = ["Plan", "PrivacyBudget", "calibrate_noise_multiplier", "check_target", "MIN_NOISE_MULTIPLIER"]
 
-Plan = Union[Event, Sequence[Event], Callable[[float], Sequence[Event]]]
+Plan = Event | Sequence[Event] | Callable[[float], Sequence[Event]]
 
 #: Range of the σ search. Below it ε is astronomically large for any realistic plan; above it
 #: (opacus' own limit) the noise drowns any signal and opacus' RDP arithmetic breaks down.
@@ -54,10 +54,11 @@ def check_target(epsilon: float, delta: float) -> tuple[float, float]:
 
 def _as_plan(plan: Plan) -> tuple[Callable[[float], list[Event]], list[Event] | None]:
     """(σ -> events, the template events or None for a callable plan)."""
-    event_types = tuple(EVENT_TYPES.values())
+    event_types = (PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent)  # the event types (events.EVENT_TYPES)
     if callable(plan) and not isinstance(plan, event_types):
-        return (lambda sigma: list(plan(sigma))), None
-    templates = [plan] if isinstance(plan, event_types) else list(plan)
+        planned = plan
+        return (lambda sigma: list(planned(sigma))), None
+    templates: list[Event] = [plan] if isinstance(plan, event_types) else list(plan)
     bad = [e for e in templates if not isinstance(e, event_types)]
     if bad or not templates:
         raise InputError(
@@ -116,6 +117,14 @@ def _brent_search(fn, name, probe, epsilon, delta, bracket, tol) -> float | None
         return None
 
 
+def _search(fn, name, probe, epsilon, delta, bracket, tol) -> float:
+    """:func:`_brent_search` from a lower endpoint and a guess, which always brackets the root (or raises)."""
+    sigma = _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
+    if sigma is None:
+        raise PrivacyError(f"the {name!r} accountant's σ search found no bracket for (ε={epsilon:g}, δ={delta:g}).")
+    return sigma
+
+
 def _check_reachable(fn, epsilon: float, delta: float) -> None:
     """Fail early, with the reason, when no σ in the search range meets the target. Uses
     dp_accounting's RDP (the ``tree`` accountant, which takes every event type): an upper bound on
@@ -160,7 +169,7 @@ def calibrate_noise_multiplier(
         if name in ("pld", "prv"):
             # Numerical accountants are slow (and memory-hungry) at small σ: bracket their σ
             # just below the RDP σ, which is (up to discretisation slack) an upper bound for it.
-            upper = _brent_search(
+            upper = _search(
                 fn, "rdp", probe, epsilon, delta,
                 dpa.LowerEndpointAndGuess(MIN_NOISE_MULTIPLIER, 1.0), 1e-4,
             )
@@ -170,10 +179,10 @@ def calibrate_noise_multiplier(
             )
             if sigma is None:  # rare: search outward from the RDP σ instead
                 bracket = dpa.LowerEndpointAndGuess(upper / 2, upper)
-                sigma = _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
+                sigma = _search(fn, name, probe, epsilon, delta, bracket, tol)
             return sigma
         bracket = dpa.LowerEndpointAndGuess(MIN_NOISE_MULTIPLIER, 1.0)
-        return _brent_search(fn, name, probe, epsilon, delta, bracket, tol)
+        return _search(fn, name, probe, epsilon, delta, bracket, tol)
 
 
 @dataclass(frozen=True)

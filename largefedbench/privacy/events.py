@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Union
+from dataclasses import Field, dataclass, fields, replace
+from typing import Any, ClassVar
 
 from largefedbench.errors import PrivacyError
 from largefedbench.privacy.rules import positive_int
@@ -117,6 +117,10 @@ class _EventBase:
     type_name: ClassVar[str]
     dp_event_form: ClassVar[str]
     _count_field: ClassVar[str]
+    # declared for the type checker: every subclass is a dataclass with these fields
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    noise_multiplier: float
+    sensitivity: float
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -166,7 +170,7 @@ class _EventBase:
         """The same event with another σ (used to calibrate σ for a planned event)."""
         return replace(self, noise_multiplier=noise_multiplier)
 
-    def merged_with(self, other: "Event") -> "Event | None":
+    def merged_with(self, other: Event) -> Event | None:
         """``self`` followed by ``other`` as one event if they differ only in count, else None."""
         if type(other) is not type(self):
             return None
@@ -239,8 +243,8 @@ class GaussianEvent(_EventBase):
         return dpa.GaussianDpEvent(self.accounted_noise_multiplier)
 
 
-Event = Union[PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent]
-EVENT_TYPES: dict[str, type] = {
+Event = PoissonGaussianEvent | TreeAggregationEvent | GaussianEvent
+EVENT_TYPES: dict[str, type[_EventBase]] = {
     cls.type_name: cls for cls in (PoissonGaussianEvent, TreeAggregationEvent, GaussianEvent)
 }
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from largefedbench.errors import PrivacyError
 from largefedbench.privacy.accountants import epsilon_of
@@ -76,7 +77,7 @@ class PrivacyLedger:
         return {"format": LEDGER_FORMAT, "events": [e.to_dict() for e in self._events]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PrivacyLedger":
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
         if not isinstance(data, dict) or data.get("format") != LEDGER_FORMAT:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise PrivacyError(
@@ -88,7 +89,7 @@ class PrivacyLedger:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "PrivacyLedger":
+    def from_json(cls, text: str) -> PrivacyLedger:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

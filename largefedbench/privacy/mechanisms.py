@@ -189,7 +189,7 @@ class TreePrefixSum:
         return {"rounds_per_epoch": self.rounds_per_epoch, "steps": self.steps, "sum": self._sum, "nodes": dict(self._nodes)}
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> "TreePrefixSum":
+    def from_state_dict(cls, state: dict[str, Any]) -> TreePrefixSum:
         tree = cls(state["rounds_per_epoch"])
         tree.steps, tree._sum, tree._nodes = state["steps"], state["sum"], dict(state["nodes"])
         return tree

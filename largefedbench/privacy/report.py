@@ -56,6 +56,7 @@ def _plan(mechanism: str, sample_rate: float | None, steps: int, clients: int | 
         "per_round": per_round,
     }
     if mechanism == "tree":
+        assert clients is not None and per_round is not None  # checked above: a tree needs both
         inputs["rounds_per_epoch"] = clients // per_round
         return TreeAggregationEvent(1.0, clients // per_round, steps), inputs
     return PoissonGaussianEvent(1.0, sample_rate, steps), inputs

@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["join_model", "split_model"]
 

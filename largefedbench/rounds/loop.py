@@ -134,7 +134,7 @@ class RoundsLoop(Generic[S]):
             self.history[-1].setdefault("releases", new)
 
     def _checkpoint(self, r: int) -> None:
-        state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}
+        state = {f.name: getattr(self.state, f.name) for f in dataclasses.fields(self.state)}  # type: ignore[arg-type]
         best = {"score": self.best.score, "round": self.best.round, "weights": self.best.weights,
                 "offers": self.best.offers}
         self.public.save_round(self.fed, r, {"fingerprint": self.fingerprint, "state": state, "history": self.history,

@@ -114,7 +114,7 @@ class _Writer:
                 or value.is_quantized or value.is_meta:
             what = f"a {value.layout} tensor of {value.dtype}" if isinstance(value, torch.Tensor) else type(value)
             raise MethodError(f"{where} is {what}, which a checkpoint cannot store: {_UNSUPPORTED}")
-        node = {"$tensor": self._blob(value, value)}
+        node: dict[str, Any] = {"$tensor": self._blob(value, value)}
         if value.requires_grad:
             node["requires_grad"] = True
         if isinstance(value, torch.nn.Parameter):
@@ -140,7 +140,8 @@ def write_state(path: Path, state: Any, *, what: str = "state") -> None:
 
 class _Reader:
     def __init__(self, tensors: dict[str, Any], device: Any) -> None:
-        self.tensors, self.device, self.made = tensors, device, {}
+        self.tensors, self.device = tensors, device
+        self.made: dict[str, Any] = {}
 
     def value(self, node: Any) -> Any:
         if not isinstance(node, (dict, list)):
@@ -200,7 +201,7 @@ class _Reader:
         return obj
 
 
-def _dataclass_named(name: str) -> type | None:
+def _dataclass_named(name: str) -> Any:
     """The dataclass ``module:qualname`` among the modules already imported (none is imported here), or None."""
     module_name, _, qualname = name.partition(":")
     cls: Any = sys.modules.get(module_name)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from largefedbench.testing.attacks import ATTACKS, PATCHED_TOP1
 

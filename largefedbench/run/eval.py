@@ -15,7 +15,8 @@ import json
 import math
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from largefedbench.config_overrides import config_from_overrides, config_to_dict
 from largefedbench.errors import InputError, PrivacyError, SnapshotError
@@ -27,9 +28,9 @@ from largefedbench.run.command import command_for
 from largefedbench.run.entry import build_entry
 from largefedbench.run.evaluator import Evaluator
 from largefedbench.run.presets import preset_config
-from largefedbench.run.sandboxed import SANDBOX_MODES
 from largefedbench.run.reference_lock import locked_reference
 from largefedbench.run.request import EvalRequest, EvalResult, Prepared, default_dataset  # also imported from here
+from largefedbench.run.sandboxed import SANDBOX_MODES
 from largefedbench.run.seed import check_stored_precision, run_seed
 from largefedbench.run.seed_result import SeedResult
 

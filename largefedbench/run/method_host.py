@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+
 def _channel():
     from largefedbench.sandbox.wire import Channel
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 #: what every reference row runs: the models, the downstream training and metrics, the resources handed to a
@@ -44,7 +44,7 @@ def _sources(module: str) -> tuple[Path, list[Path]]:
     return Path(spec.origin).parent, [Path(spec.origin)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference_code_fingerprint(name: str) -> str:
     """SHA-256 (16 hex digits) of the source files of :func:`reference_modules` of the row ``name``, each named
     relative to its module. Third-party packages (torch, transformers) are not in it: their versions are in every

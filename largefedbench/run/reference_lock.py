@@ -9,8 +9,9 @@ home cannot hold a lock (read-only, another account's lock file) the row is read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from filelock import FileLock, Timeout
 

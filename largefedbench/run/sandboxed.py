@@ -4,8 +4,9 @@ count and ids, and how selection runs. Plug-ins always go in; built-in methods o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from largefedbench.config_overrides import config_json
 from largefedbench.paths import lfb_home
@@ -14,8 +15,8 @@ from largefedbench.run.described import DescribedMethod, describe_method
 from largefedbench.sandbox.server import SandboxRun, run_sandboxed
 
 if TYPE_CHECKING:
-    from largefedbench.run.request import EvalRequest, Prepared
     from largefedbench.run.evaluator import Evaluator
+    from largefedbench.run.request import EvalRequest, Prepared
 
 SANDBOX_MODES = ("auto", "on", "off")  # lfb eval --sandbox: plug-ins only (default), every method, none
 SNAPSHOT_FIELDS = ("name", "dataset", "window", "content_sha256")

@@ -343,13 +343,11 @@ def smoke(method: str, *, epsilon: float | None = None, delta: float | None = No
     from largefedbench.deprecation import renamed_path
 
     home = renamed_path("smoke", "home", home, "root", root)
-    from largefedbench.errors import LfbError
+    from largefedbench.errors import LfbError, MethodError
     from largefedbench.models import load_models
+    from largefedbench.registry import method_target
     from largefedbench.run.eval import EvalRequest, prepare
     from largefedbench.run.evaluator import Evaluator
-
-    from largefedbench.errors import MethodError
-    from largefedbench.registry import method_target
 
     log = log or (lambda msg: None)
     report = SmokeReport(method)

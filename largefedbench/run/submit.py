@@ -21,15 +21,15 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from largefedbench.errors import InputError
-from largefedbench.paths import check_writable_dir
 from largefedbench.leaderboard.files import EntryFile, board_of, expected_path
 from largefedbench.leaderboard.schema import Entry
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
+from largefedbench.paths import check_writable_dir
 
 __all__ = ["SubmitResult", "submit"]
 

@@ -5,7 +5,8 @@ client functions leave as pickled bytes that only client workers unpickle."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

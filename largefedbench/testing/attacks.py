@@ -35,7 +35,7 @@ def read_snapshot_files(fed, public) -> str:
     roots = [os.environ.get("LFB_HOME", ""), str(Path.home()), os.getcwd(), "/tmp", "/work", "/root"]
     seen = 0
     for root in filter(None, roots):
-        for folder, dirs, files in os.walk(root):
+        for folder, _dirs, files in os.walk(root):
             seen += len(files) + 1
             if seen > _MAX_FILES:
                 break

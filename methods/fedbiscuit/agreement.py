@@ -13,8 +13,9 @@ from largefedbench.errors import InputError
 from largefedbench.rounds import record_unreleased, unreleased_path
 
 if TYPE_CHECKING:
-    from largefedbench.fedtrain import Release
     from largefedbench.methods.fedbiscuit.selector import PairTask
+
+    from largefedbench.fedtrain import Release
 
 __all__ = ["AGREEMENT_NEEDS_LOCAL", "AgreementTally", "check_agreement_recordable", "record_agreement"]
 

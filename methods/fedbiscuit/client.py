@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from largefedbench.fedtrain import FedAvgSettings, FlatParams, local_updates
 from largefedbench.methods.fedbiscuit.agreement import AgreementTally
 from largefedbench.methods.fedbiscuit.pairs import PairPool, own_pairs
 from largefedbench.methods.fedbiscuit.selector import PairTask
+
+from largefedbench.fedtrain import FedAvgSettings, FlatParams, local_updates
 
 __all__ = ["SelectorUpdate"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from largefedbench.methods.fedbiscuit.selector import PairTask
 
 __all__ = ["EMBEDDING_SELECTOR_DEVIATION", "EmbeddingSelectorTask"]

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from largefedbench.methods.fedbiscuit.config import SELECTOR_WEIGHTS
 
 from largefedbench.errors import InputError
-from largefedbench.methods.fedbiscuit.config import SELECTOR_WEIGHTS
 
 if TYPE_CHECKING:
     import torch

@@ -11,17 +11,17 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from largefedbench import __version__
-from largefedbench.contract import Artifact, Method
-from largefedbench.fedtrain import FlatParams
-from largefedbench.fedtrain.generator import lora_generator, require_private_budget
 from largefedbench.methods.fedbiscuit.agreement import check_agreement_recordable
 from largefedbench.methods.fedbiscuit.config import FedBisConfig, FedBiscuitConfig
 from largefedbench.methods.fedbiscuit.embedding_selector import EMBEDDING_SELECTOR_DEVIATION, EmbeddingSelectorTask
 from largefedbench.methods.fedbiscuit.pairs import PairPool
 from largefedbench.methods.fedbiscuit.selector import majority_vote
 from largefedbench.methods.fedbiscuit.server import SelectorServer, selector_task
+
+from largefedbench import __version__
+from largefedbench.contract import Artifact, Method
+from largefedbench.fedtrain import FlatParams
+from largefedbench.fedtrain.generator import lora_generator, require_private_budget
 from largefedbench.models import embed
 from largefedbench.privacy import PoissonGaussianEvent, analytic_gaussian_sigma
 from largefedbench.rounds import RoundsLoop

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from largefedbench.methods.fedbiscuit.config import SELECTOR_DTYPES
 
 from largefedbench.fedtrain.frozen_prefix import FrozenPrefix, lowest_adapted_layer, pad_rows
-from largefedbench.methods.fedbiscuit.config import SELECTOR_DTYPES
 
 __all__ = ["CHOICES", "TEMPLATE_A", "TEMPLATE_B", "TEMPLATE_END", "PairTask", "SelectorTask", "majority_vote"]
 

@@ -11,9 +11,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from largefedbench.errors import MethodError
-from largefedbench.fedtrain import CHUNK_CLIENTS, FlatParams, Release, Server, train_rounds
 from largefedbench.methods.fedbiscuit.agreement import AgreementTally, record_agreement
 from largefedbench.methods.fedbiscuit.client import SelectorUpdate
 from largefedbench.methods.fedbiscuit.config import FedBisConfig
@@ -21,6 +18,9 @@ from largefedbench.methods.fedbiscuit.embedding_selector import EmbeddingSelecto
 from largefedbench.methods.fedbiscuit.grouping import clustered_step, grouping_rows, private_grouping
 from largefedbench.methods.fedbiscuit.pairs import PairPool, own_pairs
 from largefedbench.methods.fedbiscuit.selector import PairTask, SelectorTask
+
+from largefedbench.errors import MethodError
+from largefedbench.fedtrain import CHUNK_CLIENTS, FlatParams, Release, Server, train_rounds
 from largefedbench.models import embed
 from largefedbench.privacy.mechanisms import Gaussian
 from largefedbench.rounds import cohort_fields

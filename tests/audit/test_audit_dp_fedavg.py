@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 from conftest import selection_for
+from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 
 import largefedbench.federation as federation_module
 import largefedbench.privacy.mechanisms as mechanisms
@@ -17,7 +18,6 @@ from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import FlatParams
-from largefedbench.methods.dp_fedavg import DPFedAvg, DPFedAvgConfig
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.run.audit import audit_seed
 

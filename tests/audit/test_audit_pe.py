@@ -11,12 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import selection_for
+from largefedbench.methods.pe import PEConfig, PrivateEvolution
 
 import largefedbench.privacy.mechanisms as mechanisms
 from largefedbench.audit.canaries import CanaryPlan
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
-from largefedbench.methods.pe import PEConfig, PrivateEvolution
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.run.audit import Audit, audit_seed
 

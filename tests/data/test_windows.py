@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from largefedbench.scrapers.refresh import window_for
 
 from largefedbench.data.splits import SplitRatios, assign_split
 from largefedbench.data.windows import Window, get_cutoff, list_cutoffs, month_ranges, parse_date
 from largefedbench.errors import InputError
-from largefedbench.scrapers.refresh import window_for
 
 D = dt.date
 

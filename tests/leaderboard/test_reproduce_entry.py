@@ -196,8 +196,9 @@ def test_a_setting_the_entry_predates_reruns_at_the_value_the_method_declares_fo
     ``introduced_settings`` value (what it did before the field existed) rather than at its preset's, with a note."""
     from pathlib import Path
 
-    import largefedbench.run.eval as eval_module
     from largefedbench.methods.dp_fedavg import DPFedAvg
+
+    import largefedbench.run.eval as eval_module
 
     class Stop(Exception):
         pass

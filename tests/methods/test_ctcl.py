@@ -7,7 +7,6 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import train_end_to_end
-
 from largefedbench.methods.ctcl import (
     CTCL,
     CTCLConfig,
@@ -15,6 +14,7 @@ from largefedbench.methods.ctcl import (
     ctfidf_keywords,
     keep_sample,
 )
+
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget, epsilon_of
 from largefedbench.synthetic.histograms import fit_buckets
 

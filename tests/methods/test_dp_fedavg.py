@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 from conftest import N_VALIDATION, Killed, killed_after, public_for, subset
+from largefedbench.methods.dp_fedavg import DPFedAvg
 from timing_free import without_timing
 
 from largefedbench.contract import PublicResources
@@ -17,7 +18,6 @@ from largefedbench.errors import InputError
 from largefedbench.evaluation.accuracy import next_token_accuracy
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import FlatParams
-from largefedbench.methods.dp_fedavg import DPFedAvg
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 from largefedbench.rounds import UNRELEASED_FILE
 from largefedbench.rounds.checkpoints import CHECKPOINT_NAME

@@ -10,13 +10,13 @@ import math
 import pytest
 import torch
 from conftest import Killed, killed_after, public_for, subset
+from largefedbench.methods.dp_ftrl import DPFTRL
 from timing_free import without_timing
 
 from largefedbench.contract import PublicResources
 from largefedbench.data.federated import ClientSplit
 from largefedbench.federation import Federation
 from largefedbench.fedtrain import FlatParams, ftrl_weights
-from largefedbench.methods.dp_ftrl import DPFTRL
 from largefedbench.privacy import PrivacyBudget, TreeAggregationEvent
 from largefedbench.privacy.mechanisms import TreeAggregation, TreePrefixSum
 from largefedbench.rounds.checkpoints import CHECKPOINT_NAME

@@ -9,10 +9,6 @@ import numpy as np
 import pytest
 import torch
 from conftest import federation_and_public, train_end_to_end
-from timing_free import without_timing
-
-from largefedbench.errors import InputError
-from largefedbench.federation import Federation
 from largefedbench.methods.fedbiscuit import (
     EMBEDDING_SELECTOR_DEVIATION,
     EmbeddingSelectorTask,
@@ -32,6 +28,10 @@ from largefedbench.methods.fedbiscuit import (
     preference_scores,
     private_grouping,
 )
+from timing_free import without_timing
+
+from largefedbench.errors import InputError
+from largefedbench.federation import Federation
 from largefedbench.privacy import PrivacyBudget, PrivacyLedger, epsilon_of
 
 BUDGET = PrivacyBudget(4.0, 1e-5)
@@ -358,6 +358,7 @@ def test_the_cpu_presets_sample_as_the_generator_only_row_and_schedule_fedbiscui
     """FedBis's cpu prompts and final-set sampling are the generator-only row's (POPri's cpu preset), so that row is
     FedBis's own no-signal row; FedBiscuit: one warm-up round per selector, then one grouping and 2 clustered rounds."""
     from largefedbench.methods.generator_only import GeneratorOnlyConfig
+
     from largefedbench.synthetic.prompts import SamplingSettings
 
     fedbis, row = FedBisConfig.cpu(), GeneratorOnlyConfig.cpu()
@@ -461,6 +462,7 @@ def test_the_pair_pool_built_again_on_a_resume_between_selector_rounds_is_not_co
     from types import SimpleNamespace
 
     from largefedbench.methods.fedbiscuit import SelectorServer
+
     from largefedbench.timing import JobClock
 
     def build(self):

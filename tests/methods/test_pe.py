@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import Killed, killed_after, train_end_to_end
+from largefedbench.methods.pe import PEConfig, PESFTConfig, PrivateEvolution, select, vote_threshold
 from timing_free import without_timing
 
-from largefedbench.methods.pe import PEConfig, PESFTConfig, PrivateEvolution, select, vote_threshold
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
 BUDGET = PrivacyBudget(1.0, 3e-6)

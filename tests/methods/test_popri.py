@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import Killed, killed_after, train_end_to_end
+from largefedbench.methods.popri import POPri, POPriConfig
 from timing_free import without_timing
 
 from largefedbench.errors import InputError
-from largefedbench.methods.popri import POPri, POPriConfig
 from largefedbench.privacy import PoissonGaussianEvent, PrivacyBudget
 
 pytestmark = pytest.mark.slow
@@ -80,6 +80,7 @@ def test_each_round_starts_from_the_round_befores_best_epoch(tiny, tmp_path, mon
     ``round_start="last_epoch"`` carries the last epoch on (the reference code). DPO and FID are replaced by stubs
     that mark epoch e of round r in the adapter (lora_B = (10·r + e)·1e-6) and score epoch 1 best."""
     import largefedbench.methods.popri as popri_module
+
     import largefedbench.synthetic.generator_rounds as template
 
     starts, current = [], {}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from largefedbench.contract import PublicResources
-from largefedbench.leaderboard.board import REFERENCES, bucket_of
 from largefedbench.methods.popri import POPriConfig
 from largefedbench.methods.real_at_budget import RealAtBudget, RealAtBudgetConfig
+
+from largefedbench.contract import PublicResources
+from largefedbench.leaderboard.board import REFERENCES, bucket_of
 
 
 def test_the_budget_is_the_synthetic_rows_final_set():

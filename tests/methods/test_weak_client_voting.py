@@ -5,10 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import federation_and_public, train_end_to_end
-
-from largefedbench.client_views import ClientStore, chunk_view
-from largefedbench.data.federated import ClientSplit
-from largefedbench.federation import SpanEmbeddings
 from largefedbench.methods.weak_client_voting import (
     OTHER,
     WeakClientVoting,
@@ -19,6 +15,10 @@ from largefedbench.methods.weak_client_voting import (
     own_codes,
     strong_clients,
 )
+
+from largefedbench.client_views import ClientStore, chunk_view
+from largefedbench.data.federated import ClientSplit
+from largefedbench.federation import SpanEmbeddings
 from largefedbench.privacy import (
     PoissonGaussianEvent,
     PrivacyBudget,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import train_end_to_end
-
-from largefedbench.errors import LfbError
 from largefedbench.methods.pe import PrivateEvolution as PE
 from largefedbench.methods.popri import POPri
+
+from largefedbench.errors import LfbError
 from largefedbench.models.gguf import align_special_tokens, gguf_special_ids, locate_gguf, prepare_gguf_model
 from largefedbench.models.profiles import CPU, SMOLLM2_135M, PackagedGGUF
 from largefedbench.privacy import PrivacyBudget

@@ -6,13 +6,13 @@ import math
 
 import pytest
 from biorxiv_replay import BiorxivApp, corpus
+from largefedbench.scrapers.refresh import RefreshPlan, refresh, window_for
 from replay_server import ReplayServer
 
 from largefedbench.data.spans import SpanSettings
 from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.run.eval import EvalRequest, run_eval
-from largefedbench.scrapers.refresh import RefreshPlan, refresh, window_for
 
 
 @pytest.fixture(scope="module")

@@ -236,6 +236,7 @@ def test_presets_follow_the_profile_and_a_missing_cpu_preset_is_refused():
     from largefedbench.methods.dp_ftrl import DPFTRL
     from largefedbench.methods.popri import POPri
     from largefedbench.methods.references import PublicReference
+
     from largefedbench.run.presets import preset_config, settings_table
 
     assert preset_config(POPri, "cpu") == POPri.Config.cpu() != POPri.Config.tiny()

@@ -7,10 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import largefedbench
 from largefedbench.cli import main

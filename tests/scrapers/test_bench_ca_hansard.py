@@ -16,7 +16,6 @@ from collections import Counter
 
 from bs4 import BeautifulSoup
 from conftest import fixture_path
-
 from largefedbench.scrapers.ca_hansard import CA_PATTERNS, parse_sitting, speech_records
 
 FILES = {

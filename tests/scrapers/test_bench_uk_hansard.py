@@ -17,10 +17,10 @@ from collections import Counter
 from xml.dom import minidom
 
 from conftest import fixture_path
-
-from largefedbench.data.records import Record
 from largefedbench.scrapers.cleaning import clean_text, normalize_whitespace
 from largefedbench.scrapers.uk_hansard import CHAMBERS, LICENSE, NOTATION_PATTERNS, DayFileName, day_records, parse_day
+
+from largefedbench.data.records import Record
 
 DAYS = (
     ("twfy_debates2009-10-27d.xml", DayFileName(dt.date(2009, 10, 27), "d", CHAMBERS[0])),

@@ -15,7 +15,6 @@ import time
 
 from bs4 import BeautifulSoup
 from conftest import fixture_path
-
 from largefedbench.scrapers.cleaning import clean_text
 from largefedbench.scrapers.us_congress import (
     NOTATION_PATTERN,

@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 from biorxiv_replay import BiorxivApp, corpus, expected_clients, real_records
+from largefedbench.scrapers.biorxiv import LICENSE_ALLOWLIST, BiorxivScraper
+from largefedbench.scrapers.http import HttpSettings
 from replay_server import ReplayServer, Reply, refused_url
 
 from largefedbench.data.windows import Window
 from largefedbench.errors import SourceError
-from largefedbench.scrapers.biorxiv import LICENSE_ALLOWLIST, BiorxivScraper
-from largefedbench.scrapers.http import HttpSettings
 
 
 def scraper(url: str, sleeps: list | None = None, **kw) -> BiorxivScraper:

@@ -24,10 +24,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from conftest import fixture_path
-from replay_server import ReplayServer, Reply, refused_url
-
-from largefedbench.data.windows import Window
-from largefedbench.errors import SourceError
 from largefedbench.scrapers.ca_hansard import (
     LICENSE,
     CaHansardScraper,
@@ -37,6 +33,10 @@ from largefedbench.scrapers.ca_hansard import (
     speech_records,
 )
 from largefedbench.scrapers.http import HttpSettings
+from replay_server import ReplayServer, Reply, refused_url
+
+from largefedbench.data.windows import Window
+from largefedbench.errors import SourceError
 
 F303 = "ourcommons_HAN303-E_44-1-303-en.xml"
 F002 = "ourcommons_HAN002-E_42-1-2-en.xml"
@@ -432,8 +432,9 @@ def test_killed_refresh_resumes_from_the_stored_responses(serve):
 
 
 def test_refresh_builds_the_congress_snapshot_from_the_replay(serve, lfb_home):
-    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
     from largefedbench.scrapers.refresh import RefreshPlan, refresh
+
+    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 
     srv = serve(SittingsApp(real_files()))
     plan = RefreshPlan(DEC_2015, ["ca"], span=SpanSettings(OFFLINE_SPAN_TOKENIZER), base_urls={"ca": srv.url})

@@ -12,12 +12,12 @@ import time
 
 import pytest
 from biorxiv_replay import BiorxivApp, corpus, expected_clients
+from largefedbench.scrapers.biorxiv import BiorxivScraper
+from largefedbench.scrapers.http import HttpSettings
 from replay_server import ReplayServer, Reply
 
 from largefedbench.data.windows import Window
 from largefedbench.errors import InputError, SourceError
-from largefedbench.scrapers.biorxiv import BiorxivScraper
-from largefedbench.scrapers.http import HttpSettings
 
 WINDOW = Window.parse("2024-09", "2024-09", public_months=0)
 PAGE0 = "/details/biorxiv/2024-09-01/2024-09-30/0/json"
@@ -159,8 +159,9 @@ def test_limits_come_from_the_environment_and_bad_values_are_refused(monkeypatch
 
 # --- 7. a record whose text cannot be stored ------------------------------------------------------------
 def test_a_lone_surrogate_rejects_that_record_and_keeps_the_rest_of_the_page(lfb_home):
-    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
     from largefedbench.scrapers.refresh import RefreshPlan, refresh
+
+    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 
     records = corpus(1)
     bad = next(r for r in records if r["license"] == "cc_by")

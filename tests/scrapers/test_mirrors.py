@@ -8,6 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
+from largefedbench.scrapers.mirror import open_mirror, read_upstream
+from largefedbench.scrapers.refresh import RefreshPlan, refresh
+from largefedbench.scrapers.us_congress import parse_article, parse_granule
+from largefedbench.scrapers.us_congress_mirror import _ARTICLE, UsCongressMirror
 
 from largefedbench.cli import main
 from largefedbench.data.snapshot import read_manifest
@@ -15,12 +20,6 @@ from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 from largefedbench.data.windows import Window
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.paths import snapshots_dir
-from largefedbench.scrapers.mirror import open_mirror, read_upstream
-from largefedbench.scrapers.refresh import RefreshPlan, refresh
-from largefedbench.scrapers.us_congress import parse_article, parse_granule
-from largefedbench.scrapers.us_congress_mirror import _ARTICLE, UsCongressMirror
-
-from conftest import SHARED
 
 REAL = SHARED / "real"
 CREC = REAL / "us-congress-crec-170"

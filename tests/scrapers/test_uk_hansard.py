@@ -21,12 +21,12 @@ from collections import Counter
 
 import pytest
 from conftest import fixture_path
+from largefedbench.scrapers.http import HttpSettings
+from largefedbench.scrapers.uk_hansard import ATTRIBUTION, UkHansardScraper, parse_day
 from replay_server import ReplayServer, Reply, refused_url
 
 from largefedbench.data.windows import Window
 from largefedbench.errors import SourceError
-from largefedbench.scrapers.http import HttpSettings
-from largefedbench.scrapers.uk_hansard import ATTRIBUTION, UkHansardScraper, parse_day
 
 BASE = "/pwdata/scrapedxml"
 COMMONS = "debates/debates2009-10-27d.xml"
@@ -432,8 +432,9 @@ def test_a_killed_refresh_resumes_from_the_stored_responses():
 # --- into a snapshot -----------------------------------------------------------------------------
 def test_refresh_builds_a_congress_snapshot_with_these_counts(lfb_home):
     """``lfb refresh --sources uk`` (the library call behind it) against the replay: the manifest agrees."""
-    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
     from largefedbench.scrapers.refresh import RefreshPlan, refresh
+
+    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 
     with ReplayServer(TwfyApp(site())) as srv:
         span = SpanSettings(tokenizer=OFFLINE_SPAN_TOKENIZER)

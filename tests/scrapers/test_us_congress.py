@@ -32,10 +32,6 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import fixture_path
-from replay_server import ReplayServer, Reply, refused_url
-
-from largefedbench.data.windows import Window
-from largefedbench.errors import SourceError
 from largefedbench.scrapers.http import HttpSettings
 from largefedbench.scrapers.us_congress import (
     LICENSE,
@@ -47,6 +43,10 @@ from largefedbench.scrapers.us_congress import (
     next_page_request,
     parse_granule,
 )
+from replay_server import ReplayServer, Reply, refused_url
+
+from largefedbench.data.windows import Window
+from largefedbench.errors import SourceError
 
 DAY = "1997-01-28"
 PKG = f"CREC-{DAY}"
@@ -487,8 +487,9 @@ def test_a_recent_month_is_listed_again_on_every_run():
 
 
 def test_refresh_builds_the_congress_snapshot_with_the_us_counts(lfb_home):
-    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
     from largefedbench.scrapers.refresh import RefreshPlan, refresh
+
+    from largefedbench.data.spans import OFFLINE_SPAN_TOKENIZER, SpanSettings
 
     with ReplayServer(recorded_app()) as srv:
         plan = RefreshPlan(window=WINDOW, sources=["us"], base_urls={"us": srv.url},

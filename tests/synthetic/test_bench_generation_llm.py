@@ -81,8 +81,9 @@ def test_dp_client_step_against_its_flop_limit(benchmark, cpu_llm):
     """One cohort's client updates of dp-resample's cpu preset (the DP generator fine-tuning): the seconds a client
     against 4 × parameters FLOPs per trained token at this machine's float32 GEMM rate. Disabled: two clients of one
     span each run, and their FLOPs count their tokens."""
-    from largefedbench.bench.llm import dp_client_step
     from largefedbench.methods.dp_resample import DPResampleConfig
+
+    from largefedbench.bench.llm import dp_client_step
 
     fd, bundle, _ = cpu_llm
     model, tok = bundle.new_generator(), bundle.generator_tokenizer

@@ -38,6 +38,7 @@ def test_the_generator_rounds_template_refuses_no_rounds_or_no_final_samples_nam
     """POPri and PE+SFT read these through the template's settings; the message names the failing fields only."""
     from largefedbench.methods.pe import PESFTConfig
     from largefedbench.methods.popri import POPriConfig
+
     from largefedbench.synthetic.generator_rounds import GeneratorRoundsSettings
 
     for config in (GeneratorRoundsSettings, POPriConfig, PESFTConfig):
