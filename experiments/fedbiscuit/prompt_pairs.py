@@ -29,7 +29,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from largefedbench.data.federated import load_snapshot
-    from largefedbench.data.generic_corpus import read_generic
+    from largefedbench.data.public_corpus import read_generic
     from largefedbench.models import embed
     from largefedbench.synthetic.generation import generate
     from largefedbench.synthetic.prompts import build_prompts, prompt_stop

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from largefedbench.methods.fedbiscuit import SelectorTask
 
-from largefedbench.data.generic_corpus import read_generic
+from largefedbench.data.public_corpus import read_generic
 from largefedbench.synthetic.lora import add_lora
 
 

@@ -18,7 +18,7 @@ import torch
 from largefedbench.methods.fedbiscuit import SelectorTask
 from selector_bf16 import client_delta  # this folder is on sys.path when a script in it runs
 
-from largefedbench.data.generic_corpus import read_generic
+from largefedbench.data.public_corpus import read_generic
 from largefedbench.synthetic.lora import add_lora, top_layer_indices
 
 

@@ -220,7 +220,7 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
                   fid_samples: int = 256, dpo_pairs: int = 8, clients: int = 16, root=None,
                   log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Everything above on the cpu profile's generator; returns the report (``--json``)."""
-    from largefedbench.data.generic_corpus import read_generic
+    from largefedbench.data.public_corpus import read_generic
     from largefedbench.models import load_embedder, n_params
     from largefedbench.models.gguf import prepare_gguf_model
     from largefedbench.models.hub import load_hub_causal_lm, load_hub_tokenizer

@@ -18,7 +18,7 @@ def cmd_data_demo(args) -> int:
     label = f"--home {args.home}" if args.home is not None else f"LFB_HOME={lfb_home()}"
     check_writable_dir(snapshots_dir(args.home), label)  # before generating the records
     if args.prose:
-        from largefedbench.data.demo_prose import build_prose_demo
+        from largefedbench.data.demo import build_prose_demo
 
         result = build_prose_demo(root=args.home, progress=not args.quiet)
     else:

@@ -150,7 +150,7 @@ def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: P
         log.info("the demo snapshot is not built yet; building it now")
         path = build_demo(root=root, progress=False).path
     elif str(ref) == "demo-prose" and not (snapshots_dir(root) / "demo-prose" / "manifest.json").is_file():
-        from largefedbench.data.demo_prose import build_prose_demo
+        from largefedbench.data.demo import build_prose_demo
 
         log.info("the demo-prose snapshot is not built yet; building it now")
         path = build_prose_demo(root=root, progress=False).path

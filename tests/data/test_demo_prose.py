@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from largefedbench.data.demo import N_CLIENTS, demo_records
-from largefedbench.data.demo_prose import PROSE_FILE, build_prose_demo, prose_records, read_prose
+from largefedbench.data.demo import N_CLIENTS, PROSE_FILE, build_prose_demo, demo_records, prose_records, read_prose
 from largefedbench.errors import SnapshotError
 from largefedbench.run.eval import default_dataset
 

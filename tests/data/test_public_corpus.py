@@ -9,8 +9,16 @@ import json
 import pytest
 
 from largefedbench.data.demo_lexicon import PRIVATE_TOPIC_MARKERS, private_topics_named
-from largefedbench.data.generic_corpus import GENERIC_FILE, GENRES, TOPICS, file_sha256, generic_items, read_generic
-from largefedbench.data.public_corpus import load_public_corpus, parse_public
+from largefedbench.data.public_corpus import (
+    GENERIC_FILE,
+    GENRES,
+    TOPICS,
+    file_sha256,
+    generic_items,
+    load_public_corpus,
+    parse_public,
+    read_generic,
+)
 from largefedbench.errors import InputError, LfbError
 
 

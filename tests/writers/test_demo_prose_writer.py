@@ -64,7 +64,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(tmp_path, monk
 
 
 def test_pack_is_byte_reproducible_in_record_order_and_refuses_gaps(tmp_path, monkeypatch):
-    from largefedbench.data.demo_prose import read_prose
+    from largefedbench.data.demo import read_prose
     from largefedbench.errors import InputError
     from largefedbench.writers.demo_prose import pack
 

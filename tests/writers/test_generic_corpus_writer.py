@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import largefedbench.synthetic.generation as generation
-from largefedbench.data.generic_corpus import instruction
+from largefedbench.data.public_corpus import instruction
 from largefedbench.writers.demo_prose import read_done
 from largefedbench.writers.generic_corpus import clean_answer, pack, write_corpus
 
