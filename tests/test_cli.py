@@ -161,7 +161,7 @@ def test_refresh_biorxiv_counts_match_the_replayed_responses(lfb_home):
         (["refresh", "--after-cutoff-of", "llama-9"], "no knowledge cutoff"),
         (["data", "info", "missing-snapshot"], "lfb data demo"),
         (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--span-tokenizer", "bert"], "unknown span tokenizer"),
-        # issue 14, items 12-13: refused before any request
+        # bad --base-url, --rate-limit or --name, or a window in the future: refused before any request
         (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--base-url", "biorxiv=not a url"], "not an http(s) URL"),
         (["refresh", "--since", "2024-09", "--sources", "biorxiv", "--base-url", "nosuch=http://127.0.0.1:9"],
          "unknown source 'nosuch'"),
@@ -214,7 +214,7 @@ def test_privacy_epsilon_inverts_noise():
     assert bad.returncode == 2 and "epsilon must be > 0" in bad.stderr
 
 
-# --- issue 14, items 10-13: snapshots and eval refuse what they cannot use, with a message -------------------------
+# --- snapshots and eval refuse what they cannot use, with a message ------------------------------------------------
 def _eval(*args: str, board: Path) -> subprocess.CompletedProcess:
     return lfb("eval", "--method", "dp-fedavg", *args, "--quiet", "--out", str(board))
 

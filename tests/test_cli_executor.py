@@ -32,7 +32,7 @@ def test_eval_rejects_a_bad_generation_dtype_before_any_work(tmp_path, capsys, m
 
 
 def test_a_plugin_method_cannot_run_its_client_functions_in_process(tmp_path):
-    """Issue 28: a method that is not built in gets worker processes; --executor local is refused before any work."""
+    """A method that is not built in gets worker processes; --executor local is refused before any work."""
     from pathlib import Path
 
     from largefedbench.errors import InputError

@@ -74,7 +74,7 @@ def test_worker_processes_give_identical_sums_and_keep_what_a_client_function_ke
     _assert_same_releases_as_local(process_executor)
     kept: list[list[str]] = []
 
-    def keeps(view):  # the leak of issue 28: a client function appending what it sees to the caller's list
+    def keeps(view):  # the leak this guards against: a client function appending what it sees to the caller's list
         kept.append(view.spans)
         return np.zeros(3)
 
@@ -205,7 +205,7 @@ class _PidBlock:
 
 
 def test_lazy_blocks_are_read_by_a_ray_task_never_by_the_driver(ray_executor):
-    """Issue 26 item 5: on Ray a lazy block (a block of the embedding cache file) goes into the object store from a task
+    """On Ray a lazy block (a block of the embedding cache file) goes into the object store from a task
     on the driver's node, so no row of it is ever in the driver process; the local executor reads it itself. Blocks
     over Ray's 100 KiB inline limit come back as read-only views of the object store."""
     import os
@@ -364,7 +364,7 @@ def test_a_watched_federation_runs_client_functions_on_both_executors(ray_execut
 
 @pytest.mark.parametrize("version", [(1, 0), (2, 0)])
 def test_a_cached_embedding_file_is_read_block_by_block(tmp_path, version):
-    """`lfb eval --executor ray` stages the span embeddings from their cache file a block at a time (issue 26 item 5):
+    """`lfb eval --executor ray` stages the span embeddings from their cache file a block at a time:
     the blocks are the matrix's rows in order, each its own array of about the asked size."""
     from largefedbench.models.embedder import npy_row_blocks
 

@@ -1,4 +1,4 @@
-"""Public resources as a recorded choice (issue 25): the shipped generic corpus, C4 through ``datasets`` on local
+"""Public resources as a recorded choice: the shipped generic corpus, C4 through ``datasets`` on local
 shards in C4's own layout, the snapshot's pre-window split, and clear errors for anything else."""
 
 from __future__ import annotations

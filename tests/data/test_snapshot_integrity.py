@@ -1,4 +1,4 @@
-"""Snapshot integrity (issue 14, items 10-13): content hash checked at load for eval, damaged files named with a
+"""Snapshot integrity: content hash checked at load for eval, damaged files named with a
 rebuild command, safe names, no temporary folders left by a failed build, manifests with a reversed window."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def recompute(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _other_stats(m: dict[str, Any]) -> list[dict[str, Any]]:
-    """The per-seed statistics of issue 25 that are neither accuracy sections nor derived from them."""
+    """Per-seed synthetic-text and window-novel statistics that are neither accuracy sections nor derived from them."""
     stats = [m[name] for name in SYNTHETIC_TEXT_STATS if m.get(name)]
     novel = m.get("window_novel") or {}
     stats += [novel[name] for name in ("top1", "reference_non_private", "reference_generator_only", "gap_closed")

@@ -1,4 +1,4 @@
-"""Issue 28 item 4: an entry records its noise calibrations, so a consistent forgery of σ (every σ scaled, ε
+"""An entry records its noise calibrations, so a consistent forgery of σ (every σ scaled, ε
 recomputed from the scaled ledger) no longer validates: the σ is not what calibrating the entry's own plan for its
 target gives."""
 

@@ -1,4 +1,4 @@
-"""Forgeries and hostile files found by the adversarial pass (issue 14, items 14–16 and 18), on copies of the
+"""Forgeries and hostile files found by an adversarial pass, on copies of the
 committed real entries (3 seeds, ranked): a hub model labelled as trained on the public split, consistent
 forgeries of the ledger, NaN / ∞ budgets, an unknown snapshot hash, a deeply nested file, absolute paths."""
 
@@ -251,7 +251,7 @@ def test_entries_are_built_without_paths_of_this_machine(tmp_path):
 
 
 def test_a_ledger_claiming_an_unsupported_pair_is_invalid(tmp_path):
-    """Issue 28: ε is recomputed under the recorded (sampling, relation) pair; Poisson + replace-one is refused."""
+    """ε is recomputed under the recorded (sampling, relation) pair; Poisson + replace-one is refused."""
     data = _load(FEDAVG)
     for ledger in data["privacy"]["ledgers"]:
         for event in ledger["events"]:

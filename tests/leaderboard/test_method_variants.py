@@ -1,5 +1,5 @@
-"""Rows of one method in several configurations within a group name the settings that differ (issue 25: PE's cpu
-preset changed its expansion, and both configurations stay on the board)."""
+"""Rows of one method in several configurations within a group name the settings that differ (e.g. a preset that
+changed a method's settings leaves both configurations on the board)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_the_produced_entry_reproduces_exactly(produced, tiny, example_plugin, t
     assert precision["training"] in ("bfloat16", "float32")
     assert precision["generation"] in ("bfloat16", "float32", "as loaded")
     assert not any("dtypes" in note for note in result.notes), result.notes
-    # the real re-run recorded beside a byte-identical copy of the entry marks the board (issue 14, item 17)
+    # the real re-run recorded beside a byte-identical copy of the entry marks the board
     board = tmp_path / "board"
     copy = save(board, produced.entry.to_json(), artifacts_from=produced.path.parent)
     copy.write_bytes(produced.path.read_bytes())

@@ -1,4 +1,4 @@
-"""`lfb leaderboard reproduce --sample K` (issue 14, item 17): K ranked entries drawn at random with a recorded seed,
+"""`lfb leaderboard reproduce --sample K`: K ranked entries drawn at random with a recorded seed,
 re-run cheapest first, a reproduction record beside each, the board marked. The runner is replaced here (the
 selection, records and marks are what is tested); test_reproduce_entry.py records one real tiny re-run."""
 

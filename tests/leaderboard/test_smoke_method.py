@@ -78,7 +78,7 @@ def test_in_its_sandbox_a_broken_method_fails_the_same_check_or_finds_nothing(cl
     ],
 )
 def test_a_leaky_method_fails_smoke_saying_what_leaked_and_where(cls, failures, tiny):
-    """Issue 28: client functions that keep what they see (closure, module global, method attribute) or write it to
+    """Client functions that keep what they see (closure, module global, method attribute) or write it to
     a file; isolation or the private-text search catches each."""
     _fd, _bundle, root = tiny
     report = smoke(f"{BROKEN}:{cls}", home=root, sandbox="off")

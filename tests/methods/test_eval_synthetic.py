@@ -41,7 +41,7 @@ def test_lfb_eval_runs_the_method_end_to_end_offline(method, tiny, tmp_path):
     assert [h["round"] for h in history][:2] == [0, 1] and all(isinstance(h["fid"], float) for h in history)
     assert "fid_by_round" in result.plots and "pca" in result.plots
     assert entry["costs"]["floats_up_per_client_per_round"] > 0 and entry["costs"]["server_seconds_per_round"] > 0
-    stages = entry["costs"]["stage_seconds"]  # where the seed's time went (issue 26)
+    stages = entry["costs"]["stage_seconds"]  # where the seed's time went, per stage
     assert all(stages[k] > 0 for k in ("generation", "embedding", "clients", "downstream", "evaluation")), stages
     assert stages["dpo" if method == "popri" else "sft"] > 0 or method == "pe"
     assert sum(stages.values()) <= entry["costs"]["method_seconds"] + entry["costs"]["downstream_seconds"] + 1.0

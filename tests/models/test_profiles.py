@@ -22,7 +22,7 @@ def test_known_profiles_and_unknown_name_lists_them():
 
 
 def test_cpu_wide_is_cpu_with_a_wider_downstream_and_the_same_defaults():
-    """Issue 25 step 7: only the on-device model differs (6 layers, 384 wide, ≈12M parameters)."""
+    """Only the on-device model differs (6 layers, 384 wide, ≈12M parameters)."""
     from largefedbench.models.tiny import build_tiny_gpt2
     from largefedbench.run.eval import default_dataset
 

@@ -1,5 +1,5 @@
 """Every release states what its accounting assumes (relation, sampling, sensitivity); accountants refuse the pairs
-they cannot account for; a budget stops a run before a release that would break it (issue 28, item 3)."""
+they cannot account for; a budget stops a run before a release that would break it."""
 
 from __future__ import annotations
 

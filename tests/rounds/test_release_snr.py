@@ -1,4 +1,4 @@
-"""Signal-to-noise per release (issue 29 item 5): public numbers only, in the federation's log and in every round
+"""Signal-to-noise per release: public numbers only, in the federation's log and in every round
 history the rounds loop keeps; the board's ε cell says σ, T, q and the bound."""
 
 from __future__ import annotations

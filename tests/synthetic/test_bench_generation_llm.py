@@ -1,6 +1,6 @@
 """Benchmark: the ``cpu`` profile's real LLM (SmolLM2-135M) — sampling with our decode loop against HF ``generate``
 (the naive reference) and against the compute limit (2 × parameters FLOPs per new token at this machine's GEMM
-rate in the dtype the work ran in, measured in the same run), and a DPO step against its FLOP count (issue 26).
+rate in the dtype the work ran in, measured in the same run), and a DPO step against its FLOP count.
 
 Run with ``pytest tests/synthetic/test_bench_generation_llm.py --benchmark-enable -s``: 32 prompts × 32 new tokens
 at the cpu preset's sampling (temperature 0.8, top-p 0.95), batch 32, in each prompt format of the presets; a DPO

@@ -1,4 +1,4 @@
-"""Our decode loop: exact nucleus sampling, one prefill per distinct prompt, the bf16 inference copy (issue 26)."""
+"""Our decode loop: exact nucleus sampling, one prefill per distinct prompt, the bf16 inference copy."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ def test_the_inference_copy_is_kept_until_a_parameter_changes(tiny):
 @pytest.mark.slow
 def test_the_inference_copy_follows_a_dpo_update(tiny):
     """trl's DPO steps change the adapter without bumping the parameters' version counters: the copy must still be
-    made again, or a method samples after DPO from its generator before it (FedBis's final set did, session 20)."""
+    made again, or a method samples after DPO from its generator before it (e.g. a final synthetic set drawn from the
+    stale copy)."""
     from largefedbench.synthetic.dpo import dpo_update
 
     _, bundle, _ = tiny
