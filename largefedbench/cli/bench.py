@@ -54,7 +54,7 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--dim", type=int, default=384, help="embedding width (default 384)")
     p.add_argument("--path", choices=["shortcut", "general"], default="shortcut",
                    help="shortcut: POPri's exact algebraic clipped sum (default); general: streamed score rows")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic federation and the noise (default 0)")
     _add_executor_flags(p, default="local")  # library client functions only: nothing to isolate
     _add_output_flags(p, json_help="print one JSON document (with a checksum of the noised sum)",
                       quiet_help="no progress bar")

@@ -53,7 +53,7 @@ def _add_home(p: argparse.ArgumentParser, *, old: str | None = None) -> None:
                        help=argparse.SUPPRESS)
 
 
-def _add_output_flags(p: argparse.ArgumentParser, *, json_help: str | None = None,
+def _add_output_flags(p: argparse.ArgumentParser, *, json_help: str = "print the result as one JSON document",
                       quiet_help: str | None = "no progress") -> None:
     """``--json`` (print JSON instead of text) and, unless ``quiet_help`` is None, ``--quiet``."""
     p.add_argument("--json", action="store_true", help=json_help)

@@ -49,8 +49,9 @@ def add_privacy_parser(sub) -> None:
     ):
         p = psub.add_parser(name, help=help_, description=help_ + ". POPri Table 3: lfb privacy noise --epsilon 1 "
                             "--delta 3e-6 --clients 10000 --per-round 1000 --steps 20 [--mechanism tree]")
-        p.add_argument(target, dest=target.strip("-"), type=float, required=True)
-        p.add_argument("--delta", type=float, required=True)
+        p.add_argument(target, dest=target.strip("-"), type=float, required=True,
+                       help="the target ε" if target == "--epsilon" else "the noise multiplier σ (noise std / clip)")
+        p.add_argument("--delta", type=float, required=True, help="δ of the guarantee (e.g. 3e-6, below 1/N)")
         p.add_argument("--sample-rate", type=float, help="Poisson sampling rate q (or give --clients and --per-round)")
         p.add_argument("--steps", type=int, required=True, help="rounds T (tree: epochs, as POPri Table 3 accounts)")
         p.add_argument("--mechanism", choices=["gaussian", "tree"], default="gaussian",

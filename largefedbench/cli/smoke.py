@@ -40,7 +40,7 @@ def add_smoke_parser(sub) -> None:
     p.add_argument("--epsilon", type=float, help="target ε (default 1)")
     p.add_argument("--delta", type=float, help="δ (default 3e-6)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a Config.tiny() key (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--sandbox", choices=["auto", "off"], default="auto", help="as lfb eval runs the method: auto "
                    "(default: a plug-in's train() in its sandbox, the two runs compared; a built-in in this process, "
                    "with a third run whose client functions share it), off (every method in this process)")
