@@ -7,6 +7,7 @@ So the scoring process never executes a plug-in's code, not even what its module
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -104,6 +105,19 @@ def _stand_in(d: dict[str, Any], attrs: dict[str, Any]) -> type:
     return cls
 
 
+#: descriptions already given in this process (``lfb leaderboard reproduce`` resolves an entry's method more than
+#: once), by what was asked and the plug-in's code as it is on disk: an edited file is described again
+_DESCRIPTIONS: dict[tuple, dict[str, Any]] = {}
+
+
+def _code_stamp(file: Path | None) -> tuple:
+    """(path, mtime, size) of the plug-in's own source files: its method file, or every file of its package."""
+    if file is None:
+        return ()
+    files = sorted(file.parent.rglob("*.py")) if file.name == "__init__.py" else [file]
+    return tuple((str(f), st.st_mtime_ns, st.st_size) for f in files for st in [f.stat()])
+
+
 def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: Path, hidden: list[Path],
                     log=lambda msg: None) -> DescribedMethod:
     """The plug-in ``name`` (registered name, ``module:Class`` or ``file.py:Class``) described by its own sandboxed
@@ -112,8 +126,15 @@ def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: 
 
     target, source = method_target(name)
     reference, folders, file = plugin_code(target)
-    d = describe_sandboxed({"method": reference, "sys_path": folders, "preset": preset, "overrides": dict(overrides)},
-                           home=home, hidden=hidden, log=log)
+    key = (reference, tuple(folders), preset, tuple(sorted(overrides.items())), str(home), tuple(map(str, hidden)),
+           _code_stamp(file))
+    if key not in _DESCRIPTIONS:
+        if len(_DESCRIPTIONS) >= 32:
+            _DESCRIPTIONS.pop(next(iter(_DESCRIPTIONS)))
+        _DESCRIPTIONS[key] = describe_sandboxed(
+            {"method": reference, "sys_path": folders, "preset": preset, "overrides": dict(overrides)},
+            home=home, hidden=hidden, log=log)
+    d = copy.deepcopy(_DESCRIPTIONS[key])
     if reference.partition(":")[0].endswith(".py") and d["module"] != file_module_name(Path(file)):
         raise MethodError(f"the method file {file} named its class's module {d['module']!r}: leave __module__ as it is")
     attrs = _checked(d, target)

@@ -202,3 +202,29 @@ def test_a_plugin_cannot_describe_itself_as_a_built_in_a_reference_or_a_path(tmp
     home = tmp_path / "home"
     with pytest.raises(MethodError, match=refused):
         describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
+
+
+@needs_jail
+def test_a_plugin_is_described_once_per_process_until_its_file_changes(tmp_path, monkeypatch):
+    """``lfb leaderboard reproduce`` resolves an entry's method more than once: the same question about the same code
+    is answered from the first description; an edited method file is described again."""
+    import dataclasses
+
+    import largefedbench.sandbox.server as server
+    from largefedbench.run.described import describe_method
+
+    calls = []
+    real = server.describe_sandboxed
+    monkeypatch.setattr(server, "describe_sandboxed", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    plugin = tmp_path / "cached.py"
+    plugin.write_text("from largefedbench.testing.attacks import AttackKit\nclass Imported(AttackKit):\n"
+                      "    name = 'cached-probe'\n")
+    home = tmp_path / "home"
+    first = describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
+    again = describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
+    assert len(calls) == 1 and again.cls.name == first.cls.name == "cached-probe"
+    assert dataclasses.asdict(again.config) == dataclasses.asdict(first.config)
+    plugin.write_text(plugin.read_text().replace("cached-probe", "cached-probe-2"))
+    assert describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home,
+                           hidden=[home]).cls.name == "cached-probe-2"
+    assert len(calls) == 2
