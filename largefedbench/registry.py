@@ -20,7 +20,8 @@ from largefedbench.contract import OUTPUT_KINDS, Method
 from largefedbench.errors import MethodError
 
 __all__ = ["BUILTIN_METHODS", "ENTRY_POINT_GROUP", "MethodInfo", "ResolvedMethod", "distribution_of", "file_module_name",
-           "get_method", "list_methods", "method_names", "method_target", "module_location", "resolve_method"]
+           "get_method", "list_methods", "method_names", "method_target", "module_location", "module_roots",
+           "resolve_method"]
 
 ENTRY_POINT_GROUP = "largefedbench.methods"
 
@@ -119,6 +120,22 @@ def module_location(module: str) -> Path | None:
     if spec is None or not spec.has_location or not spec.origin:
         return None
     return Path(spec.origin).resolve()
+
+
+def module_roots(module: str) -> list[Path]:
+    """The ``sys.path`` folders the top-level package of ``module`` is found in, without running its code: a
+    package's parent folder, each portion's for a namespace package (it may span several), a module file's folder."""
+    try:
+        spec = importlib.util.find_spec(module.split(".")[0])
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        roots = [Path(loc).resolve().parent for loc in spec.submodule_search_locations]
+    else:
+        roots = [Path(spec.origin).resolve().parent] if spec.has_location and spec.origin else []
+    return list(dict.fromkeys(roots))
 
 
 def _import_target(target: str) -> Any:

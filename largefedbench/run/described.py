@@ -16,7 +16,14 @@ from typing import Any
 
 from largefedbench.contract import Method
 from largefedbench.errors import MethodError
-from largefedbench.registry import ResolvedMethod, distribution_of, file_module_name, method_target, module_location
+from largefedbench.registry import (
+    ResolvedMethod,
+    distribution_of,
+    file_module_name,
+    method_target,
+    module_location,
+    module_roots,
+)
 
 __all__ = ["DescribedMethod", "describe_method", "plugin_code"]
 
@@ -46,8 +53,7 @@ def plugin_code(target: str) -> tuple[str, list[str], Path | None]:
     if found is None:
         raise MethodError(f"no module {module!r} (from {target!r}): give an importable module:Class, or "
                           "path/to/file.py:Class for a file")
-    top = module_location(module.split(".")[0]) or found
-    return target, [str(top.parent.parent if top.name == "__init__.py" else top.parent)], found
+    return target, [str(root) for root in module_roots(module)], found
 
 
 #: the contract attributes a description gives, each with the types it may have

@@ -228,3 +228,22 @@ def test_a_plugin_is_described_once_per_process_until_its_file_changes(tmp_path,
     assert describe_method(f"{plugin}:Imported", preset="tiny", overrides={}, home=home,
                            hidden=[home]).cls.name == "cached-probe-2"
     assert len(calls) == 2
+
+
+@needs_jail
+def test_a_plugin_in_a_namespace_package_is_described_from_the_folders_it_spans(tmp_path, monkeypatch):
+    """A namespace package (no ``__init__.py``) may span several folders: its process gets each one's parent on its
+    ``sys.path``, not the folder of the module named."""
+    from largefedbench.run.described import describe_method, plugin_code
+
+    for root, body in (("one", "VALUE = 1\n"), ("two", "from largefedbench.testing.attacks import AttackKit\n"
+                                                       "from lfb_ns_probe.helper import VALUE\n"
+                                                       "class Imported(AttackKit):\n    name = 'ns-probe'\n")):
+        (tmp_path / root / "lfb_ns_probe").mkdir(parents=True)
+        (tmp_path / root / "lfb_ns_probe" / ("helper.py" if root == "one" else "method.py")).write_text(body)
+        monkeypatch.syspath_prepend(str(tmp_path / root))
+    _, folders, _ = plugin_code("lfb_ns_probe.method:Imported")
+    assert sorted(folders) == sorted(str((tmp_path / r).resolve()) for r in ("one", "two"))
+    home = tmp_path / "home"
+    described = describe_method("lfb_ns_probe.method:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
+    assert described.cls.name == "ns-probe" and described.source == "lfb_ns_probe.method"
