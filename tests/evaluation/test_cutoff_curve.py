@@ -10,7 +10,6 @@ from largefedbench.errors import InputError, LfbError, SnapshotError
 from largefedbench.evaluation.cutoff_curve import (
     CurveSettings,
     DatedText,
-    _kmeans_numpy,
     cluster_topics,
     find_step,
     month_bootstrap,
@@ -20,6 +19,7 @@ from largefedbench.evaluation.cutoff_curve import (
     standardise,
     window_losses,
 )
+from largefedbench.evaluation.cutoff_statistics import _kmeans_numpy
 
 MONTHS = [f"2024-{m:02d}" for m in range(1, 13)]
 
