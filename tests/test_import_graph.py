@@ -158,3 +158,11 @@ def test_docs_architecture_names_every_known_arrow():
     text = ARCHITECTURE.read_text()
     for a, b in [*KNOWN_UP, *KNOWN_BACK]:
         assert f"`{a} → {b}`" in text, f"docs/architecture.md does not list the known arrow {a} → {b}"
+
+
+def test_no_module_grows_past_600_lines_without_saying_why():
+    """Growth by files, not by length: a module over 600 lines must say in its docstring why it is one file."""
+    long = {name: n for name, path in library_modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 600
+            and "600 lines" not in (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "")}
+    assert not long, f"modules over 600 lines whose docstring does not say why: {long}"
