@@ -20,6 +20,12 @@ limit, measured in the same run (docs/speed.md).
   what few-shot prompts of ~600 tokens spend most of their time on.
 - **DPO**: seconds a step (batch 2 pairs, as the cpu preset) with the reference scored at every step and with it
   precomputed once (the default).
+- **Backends** (``--backend``, ``bench/backends.py``): the continuation prompts at the same batch sizes and sampling
+  through each installed backend beside our loop: new tokens/s, the fraction of the float32 limit, the one-off
+  conversion (a LoRA merged into the weights, the folder saved, converted and loaded: what a method pays per round
+  that changes its adapter), the speed-up over our loop in the dtype runs sample in, and the quality rule against
+  float32 torch (top-1 agreement >= 95 %, teacher-forced where the backend scores a given prefix). A backend is
+  selectable for runs at >= 1.5x our loop at every batch size measured and passing the rule.
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ from largefedbench.models.precision import forget_copies, inference_copy
 
 SAMPLING = {"temperature": 0.8, "top_p": 0.95}
 DPO_EPOCHS = 2  # the cpu preset's
+CASES = ("continuation", "few_shot", "instruction")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+SELECTABLE_SPEEDUP = 1.5  # a backend's speed-up over our loop, at every batch size measured, to be selectable in runs
 
 
 def gemm_rate(dtype: torch.dtype, dim: int = 576, out: int = 1536, rows: int = 2048, repeats: int = 5) -> float:
@@ -87,6 +96,21 @@ def hf_generate_rate(model, tokenizer, prompts: Sequence[str], *, n_per_prompt: 
         tokens += int((new != pad).sum())
         seconds += dt
     return tokens / seconds
+
+
+def backend_rates(backend, rows: Sequence[Sequence[int]], *, new_tokens: int, batch_sizes: Sequence[int], eos: set[int],
+                  seed: int = 0) -> dict[int, tuple[float, float]]:
+    """(new tokens/s, work tokens/s) of a converted ``backend`` (``bench/backends.py``) sampling one continuation of
+    each prompt of ``rows`` (token ids, distinct) at :data:`SAMPLING`, at each batch size, counted as
+    :func:`sampling_rates` counts ours."""
+    prompt_tokens = sum(map(len, rows))
+    rates = {}
+    for size in batch_sizes:
+        ids, seconds = _timed(lambda size=size: backend.generate(rows, max_new_tokens=new_tokens, batch_size=size, seed=seed,
+                                                                 eos=eos, **SAMPLING))
+        new = sum(map(len, ids))
+        rates[size] = (new / seconds, (new + prompt_tokens) / seconds)
+    return rates
 
 
 @torch.inference_mode()
@@ -187,9 +211,11 @@ def dp_client_step(model, tokenizer, clients: Sequence[Sequence[str]], settings)
 def format_table(report: dict[str, Any]) -> str:
     """The report as a plain-text table (what ``lfb bench llm`` prints)."""
     lines = [f"GEMM: float32 {report['gemm_gflops']['float32']:.1f} GFLOP/s, bf16 {report['gemm_gflops']['bfloat16']:.1f} "
-             f"GFLOP/s; generator {report['n_params'] / 1e6:.1f}M parameters; {report['threads']} threads",
-             f"{'case':<14}{'dtype':<10}{'batch':>6}{'tok/s':>9}{'limit':>9}{'of limit':>10}{'at batch':>10}{'of it':>10}{'work t/s':>10}{'of limit':>9}"]
-    for name in ("continuation", "few_shot", "instruction"):
+             f"GFLOP/s; generator {report['n_params'] / 1e6:.1f}M parameters; {report['threads']} threads"]
+    if any(report.get(name) for name in CASES):
+        lines.append(f"{'case':<14}{'dtype':<10}{'batch':>6}{'tok/s':>9}{'limit':>9}{'of limit':>10}{'at batch':>10}{'of it':>10}"
+                     f"{'work t/s':>10}{'of limit':>9}")
+    for name in CASES:
         case = report.get(name)
         if not case:
             continue
@@ -213,18 +239,50 @@ def format_table(report: dict[str, Any]) -> str:
                      + (f"; mean FID over {q['seeds']} seeds {q['fid_float32']:.4f} (float32) vs {q['fid_bf16']:.4f} (bf16), "
                         f"shift {q['fid_shift']:.4f} ± {q['fid_shift_se']:.4f}" if "fid_shift" in q else "")
                      + f" -> {'PASS' if q['passed'] else 'FAIL'}")
+    if "backends" in report:
+        lines += _backends_table(report["backends"])
     return "\n".join(lines)
 
 
+def _backends_table(b: dict[str, Any]) -> list[str]:
+    lines = [f"backends: {b['prompts']} continuation prompts × {b['new_tokens']} new tokens, temperature "
+             f"{b['sampling']['temperature']}, top-p {b['sampling']['top_p']}, {b['threads']} threads; x torch: against "
+             f"{b['baseline']}; convert: merge a LoRA + save + convert + load",
+             f"{'generator':<18}{'batch':>6}{'tok/s':>9}{'of limit':>10}{'at batch':>10}{'x torch':>9}{'convert s':>11}  quality"]
+    for g in b["generators"]:
+        if not g.get("installed") or "error" in g:
+            lines.append(f"{g['label']:<18}{'-':>6}  {g.get('reason') or g.get('error')}")
+            continue
+        q = g.get("quality") or {}
+        if "teacher_forced_agreement" in q:
+            verdict = f"teacher-forced {q['teacher_forced_agreement']:.1%}, free-running {q['free_running_agreement']:.1%}"
+        elif "free_running_agreement" in q:
+            verdict = f"free-running {q['free_running_agreement']:.1%}"
+        else:
+            verdict = q.get("measure", "not checked")
+        verdict += f" -> {'PASS' if q.get('passed') else 'FAIL'}" if q else ""
+        verdict += ("; baseline" if g["backend"] == "torch" else "; selectable" if g["selectable"] else "; not selectable")
+        verdict += f" ({g['note']})" if g.get("note") else ""
+        for i, r in enumerate(g["rows"]):
+            lines.append(f"{g['label']:<18}{r['batch']:>6}{r['tokens_per_s']:>9.1f}{r['fraction_of_limit']:>10.1%}"
+                         f"{r['fraction_of_limit_at_batch']:>10.1%}{r['speedup_over_torch']:>9.2f}"
+                         f"{g['conversion_seconds']:>11.1f}" + (f"  {verdict}" if i == 0 else ""))
+    lines.append(f"selectable for runs: {b['selectable_rule']}; quality: {b['quality_rule']}")
+    return lines
+
+
 def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Sequence[int] = (16, 64),
-                  fid_samples: int = 256, dpo_pairs: int = 8, clients: int = 16, root=None,
+                  fid_samples: int = 256, dpo_pairs: int = 8, clients: int = 16, cases: Sequence[str] = CASES,
+                  dtypes: Sequence[str] = tuple(DTYPES), backends: Sequence[str] = ("torch",), root=None,
                   log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Everything above on the cpu profile's generator; returns the report (``--json``)."""
+    """Everything above on the cpu profile's generator; returns the report (``--json``). ``cases`` and ``dtypes``
+    choose the sampling cases and their dtypes (the bf16 quality check runs where bfloat16 is among them);
+    ``backends`` the backends beside ours (``bench/backends.py``; torch, the baseline, always)."""
     from largefedbench.data.public_corpus import read_generic
-    from largefedbench.models import load_embedder, n_params
+    from largefedbench.models import n_params
     from largefedbench.models.gguf import prepare_gguf_model
     from largefedbench.models.hub import load_hub_causal_lm, load_hub_tokenizer
-    from largefedbench.models.profiles import SMOLLM2_135M, HubModel, PackagedEmbedder
+    from largefedbench.models.profiles import SMOLLM2_135M, HubModel
     from largefedbench.synthetic.generation import decode_continuations, generate_ids
     from largefedbench.synthetic.prompts import build_prompts
 
@@ -237,14 +295,17 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
     rates = {"float32": gemm_rate(torch.float32), "bfloat16": gemm_rate(torch.bfloat16)}
     report: dict[str, Any] = {"model": SMOLLM2_135M.model_id, "n_params": params, "threads": torch.get_num_threads(),
                               "gemm_gflops": {k: round(v / 1e9, 2) for k, v in rates.items()}, "sampling": dict(SAMPLING),
-                              "new_tokens": new_tokens}
+                              "new_tokens": new_tokens, "batch_sizes": list(batch_sizes)}
     # samples per prompt as the presets draw them: PE's variations and final sets 1, POPri's K × J 6 (the cpu preset's J)
     formats = {"continuation": ("continuation", 1), "few_shot": ("few-shot", 6), "instruction": ("instruction", 6)}
     for name, (fmt, per_prompt) in formats.items():
+        if name not in cases:
+            continue
         n = max(1, prompts // per_prompt)
         texts = build_prompts(corpus, n, examples_per_prompt=3, rng=np.random.default_rng(0), prompt_format=fmt, tokenizer=tok)
         rows = []
-        for dtype_name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        for dtype_name in dtypes:
+            dtype = DTYPES[dtype_name]
             log(f"{name}: sampling {n} × {per_prompt} × {new_tokens} tokens in {dtype_name} at batch {', '.join(map(str, batch_sizes))}")
             for size, (rate, work) in sampling_rates(model, tok, texts, n_per_prompt=per_prompt, new_tokens=new_tokens,
                                                      batch_sizes=batch_sizes, dtype=dtype).items():
@@ -268,21 +329,16 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
                         "speedup_over_hf": round(best["tokens_per_s"] / hf, 2)}
     instruction = build_prompts(corpus, 16, rng=np.random.default_rng(0), prompt_format="instruction", tokenizer=tok)
     continuations = build_prompts(corpus, 16, rng=np.random.default_rng(1), prompt_format="continuation")
-    log("quality: bf16 against float32 (greedy, teacher-forced)")
-    quality = bf16_agreement(model, tok, continuations, new_tokens=32)
-    if fid_samples:
-        log(f"quality: FID of {fid_samples} sampled continuations, float32 (2 seeds) and bf16")
-        embedder, _ = load_embedder(PackagedEmbedder(), device="cpu")
-        from largefedbench.models import embed
-
-        reference = embed(corpus[:2048], embedder)
-        many = build_prompts(corpus, fid_samples, examples_per_prompt=3, rng=np.random.default_rng(2), prompt_format="continuation")
-        quality.update(fid_shift(model, tok, many, embedder, reference, new_tokens=new_tokens, batch_size=max(batch_sizes)))
-    quality["passed"] = bool(quality["teacher_forced_agreement"] >= 0.95
-                             and quality.get("fid_shift", 0.0) < max(0.01, 2 * quality.get("fid_shift_se", 0.0)))
-    quality["rule"] = ("teacher-forced top-1 agreement >= 95 % and the shift of the mean FID (3 seeds each) below "
-                       "max(0.01, 2 standard errors of the difference)")
-    report["quality"] = quality
+    if "bfloat16" in dtypes:
+        report["quality"] = _bf16_quality(model, tok, corpus, continuations, fid_samples=fid_samples,
+                                          new_tokens=new_tokens, batch_size=max(batch_sizes), log=log)
+    texts = build_prompts(corpus, prompts, examples_per_prompt=3, rng=np.random.default_rng(0),
+                          prompt_format="continuation", tokenizer=tok)  # the continuation case's
+    measured = {(r["dtype"], r["batch"]): (r["tokens_per_s"], r["work_tokens_per_s"])
+                for r in report.get("continuation", {}).get("rows", [])}
+    report["backends"] = backends_report(model, tok, texts, continuations, backends, new_tokens=new_tokens,
+                                          batch_sizes=batch_sizes, rates=rates, params=params, measured=measured,
+                                          bf16_quality=report.get("quality"), log=log)
     if dpo_pairs:
         log(f"dpo: {dpo_pairs} pairs of instruction samples, batch 2")
         ids = generate_ids(model, tok, instruction[:dpo_pairs], n_per_prompt=2, max_new_tokens=48, seed=3, **SAMPLING)
@@ -302,6 +358,126 @@ def run_llm_bench(*, prompts: int = 64, new_tokens: int = 48, batch_sizes: Seque
     if clients:
         report["dp_client_step"] = _client_step_report(model, tok, corpus, clients, rates, log)
     return report
+
+
+def _bf16_quality(model, tok, corpus, continuations, *, fid_samples: int, new_tokens: int, batch_size: int, log) -> dict[str, Any]:
+    """:func:`bf16_agreement` on ``continuations`` and, with ``fid_samples``, :func:`fid_shift`; with the verdict."""
+    from largefedbench.models import embed, load_embedder
+    from largefedbench.models.profiles import PackagedEmbedder
+    from largefedbench.synthetic.prompts import build_prompts
+
+    log("quality: bf16 against float32 (greedy, teacher-forced)")
+    quality = bf16_agreement(model, tok, continuations, new_tokens=32)
+    if fid_samples:
+        log(f"quality: FID of {fid_samples} sampled continuations, float32 (2 seeds) and bf16")
+        embedder, _ = load_embedder(PackagedEmbedder(), device="cpu")
+        reference = embed(corpus[:2048], embedder)
+        many = build_prompts(corpus, fid_samples, examples_per_prompt=3, rng=np.random.default_rng(2), prompt_format="continuation")
+        quality.update(fid_shift(model, tok, many, embedder, reference, new_tokens=new_tokens, batch_size=batch_size))
+    quality["passed"] = bool(quality["teacher_forced_agreement"] >= 0.95
+                             and quality.get("fid_shift", 0.0) < max(0.01, 2 * quality.get("fid_shift_se", 0.0)))
+    quality["rule"] = ("teacher-forced top-1 agreement >= 95 % and the shift of the mean FID (3 seeds each) below "
+                       "max(0.01, 2 standard errors of the difference)")
+    return quality
+
+
+def backends_report(model, tok, texts: Sequence[str], quality_prompts: Sequence[str], names: Sequence[str], *,
+                     new_tokens: int, batch_sizes: Sequence[int], rates: dict[str, float], params: int,
+                     measured: dict[tuple[str, int], tuple[float, float]], bf16_quality: dict | None, log,
+                     lora_rank: int = 4) -> dict[str, Any]:
+    """Our loop and each backend of ``names`` on the continuation prompts ``texts`` (one sample each): a row per
+    generator. Our loop's rates are the continuation case's where it ran in that dtype (``measured``), else measured
+    here; our loop runs in float32 and, where runs sample in another dtype (bf16 on a CPU with native bf16), in that
+    one too, and speed-ups are against the latter. Each backend converts ``model`` with a fresh rank-``lora_rank``
+    adapter merged in (B = 0: the float32 model's weights), is judged on ``quality_prompts`` and timed."""
+    import tempfile
+    from pathlib import Path
+
+    from largefedbench.bench import backends as bk
+    from largefedbench.models.precision import generation_dtype
+    from largefedbench.synthetic.generation import context_length, fit_prompt_ids
+    from largefedbench.synthetic.lora import add_lora
+
+    limit = rates["float32"] / (2 * params)
+    shaped = {size: gemm_rate(torch.float32, rows=size) / (2 * params) for size in batch_sizes}
+    run_dtype = generation_dtype(torch.device("cpu")) or torch.float32
+    run_name = next(k for k, v in DTYPES.items() if v == run_dtype)
+    ours: dict[str, dict[int, tuple[float, float]]] = {}
+    for dname in dict.fromkeys(("float32", run_name)):
+        ours[dname] = {s: measured[(dname, s)] for s in batch_sizes if (dname, s) in measured}
+        if len(ours[dname]) < len(batch_sizes):
+            log(f"backends: our loop, {len(texts)} × {new_tokens} tokens in {dname} at batch {', '.join(map(str, batch_sizes))}")
+            ours[dname] = sampling_rates(model, tok, texts, n_per_prompt=1, new_tokens=new_tokens, batch_sizes=batch_sizes,
+                                         dtype=DTYPES[dname])
+
+    def timed_rows(got: dict[int, tuple[float, float]]) -> list[dict[str, Any]]:
+        return [{"batch": s, "tokens_per_s": round(rate, 2), "fraction_of_limit": round(rate / limit, 4),
+                 "fraction_of_limit_at_batch": round(rate / shaped[s], 4), "work_tokens_per_s": round(work, 2),
+                 "speedup_over_torch": round(rate / ours[run_name][s][0], 3),
+                 "speedup_over_torch_float32": round(rate / ours["float32"][s][0], 3)} for s, (rate, work) in got.items()]
+
+    generators: list[dict[str, Any]] = [
+        {"backend": "torch", "label": f"torch {d}", "installed": True, "version": torch.__version__, "dtype": d,
+         "conversion_seconds": 0.0, "rows": timed_rows(got), "same_generator": True,
+         "quality": ({"measure": "the float32 reference", "passed": True} if d == "float32" else bf16_quality)}
+        for d, got in ours.items()]
+    rows = fit_prompt_ids(tok, texts, context_length(model) - new_tokens)
+    ref = None
+    with tempfile.TemporaryDirectory(prefix="lfb-bench-backends-") as tmp:
+        workdir, folder, export_seconds = Path(tmp), Path(tmp) / "hf", None
+        for name in names:
+            if name == "torch":
+                continue
+            why = bk.missing(name)
+            if why:
+                generators.append({"backend": name, "label": name, "installed": False, "reason": why})
+                continue
+            if export_seconds is None:
+                log(f"backends: merge a rank-{lora_rank} LoRA into the weights and save the folder")
+                lora = add_lora(copy.deepcopy(model), rank=lora_rank, alpha=2 * lora_rank, seed=0)
+                export_seconds = bk.export_merged(lora, tok, folder)
+                del lora
+                log(f"backends: float32 reference on {len(quality_prompts)} prompts × 32 greedy tokens")
+                ref = bk.float32_reference(model, tok, quality_prompts, new_tokens=32)
+            for label, open_backend in bk.variants(name, folder, workdir, tok, threads=torch.get_num_threads()):
+                log(f"backends: {label}: convert, quality, sampling at batch {', '.join(map(str, batch_sizes))}")
+                generators.append(_backend_row(bk, name, label, open_backend, ref, rows, export_seconds, timed_rows,
+                                               new_tokens=new_tokens, batch_sizes=batch_sizes))
+    for g in generators:
+        speedups = [r["speedup_over_torch"] for r in g.get("rows", [])]
+        g["selectable"] = bool(g["backend"] != "torch" and speedups and min(speedups) >= SELECTABLE_SPEEDUP
+                               and (g.get("quality") or {}).get("passed"))
+    return {"prompts": len(texts), "prompt_format": "continuation", "samples_per_prompt": 1, "new_tokens": new_tokens,
+            "batch_sizes": list(batch_sizes), "sampling": dict(SAMPLING), "threads": torch.get_num_threads(),
+            "limit": round(limit, 1), "baseline": f"torch {run_name} (generate_ids)", "generators": generators,
+            "quality_rule": f"top-1 agreement with float32 torch >= {bk.AGREEMENT:.0%} on {len(quality_prompts)} continuation "
+                            "prompts × 32 greedy tokens: teacher-forced where the backend scores a given prefix, else "
+                            "free-running",
+            "selectable_rule": f">= {SELECTABLE_SPEEDUP}x our loop at every batch size measured, and the quality rule"}
+
+
+def _backend_row(bk, name: str, label: str, open_backend, ref, rows, export_seconds: float, timed_rows, *,
+                 new_tokens: int, batch_sizes: Sequence[int]) -> dict[str, Any]:
+    """One converted generator's row: its conversion, quality and rates; why not, where it failed."""
+    row: dict[str, Any] = {"backend": name, "label": label, "installed": True, "version": bk.version(name)}
+    try:
+        backend = open_backend()
+    except bk.BackendError as err:
+        return {**row, "error": str(err)}
+    try:
+        conversion = {"merge_and_save": export_seconds, **backend.seconds}
+        quality = bk.agreement(backend, ref, batch_size=max(batch_sizes))
+        got = backend_rates(backend, rows, new_tokens=new_tokens, batch_sizes=batch_sizes, eos=ref.eos)
+    except bk.BackendError as err:
+        return {**row, "error": str(err)}
+    finally:
+        backend.close()
+    row.update(dtype=backend.dtype, conversion_seconds=round(sum(conversion.values()), 2),
+               conversion={k: round(v, 2) for k, v in conversion.items()}, rows=timed_rows(got), quality=quality,
+               same_generator=bool(backend.same_weights or quality["passed"]))
+    if not row["same_generator"]:
+        row["note"] = f"another generator: its {backend.dtype} weights fail the quality rule"
+    return row
 
 
 def _client_step_report(model, tok, corpus: Sequence[str], clients: int, rates: dict[str, float], log) -> dict[str, Any]:

@@ -16,6 +16,7 @@ def cmd_bench_scale(args) -> int:
 
 
 def cmd_bench_llm(args) -> int:
+    from largefedbench.bench.backends import parse_backends
     from largefedbench.bench.llm import format_table, run_llm_bench
     from largefedbench.errors import InputError
 
@@ -24,9 +25,25 @@ def cmd_bench_llm(args) -> int:
         if getattr(args, name) < (1 if name in ("prompts", "new_tokens") else 0):
             raise InputError(f"--{name.replace('_', '-')}={getattr(args, name)} is too small")
     report = run_llm_bench(prompts=args.prompts, new_tokens=args.new_tokens, batch_sizes=_batch_sizes(args.batch_sizes),
-                           fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, clients=args.clients, root=args.home,
-                           log=log)
+                           fid_samples=args.fid_samples, dpo_pairs=args.dpo_pairs, clients=args.clients,
+                           cases=_choices("cases", args.cases, ("continuation", "few_shot", "instruction"), none=True),
+                           dtypes=_choices("dtypes", args.dtypes, ("float32", "bfloat16")),
+                           backends=parse_backends(args.backend), root=args.home, log=log)
     return _show(args, report, lambda: format_table(report))
+
+
+def _choices(flag: str, text: str, allowed: tuple[str, ...], none: bool = False) -> list[str]:
+    """A comma-separated subset of ``allowed`` (``-`` and ``_`` alike; ``none`` for the empty set where allowed)."""
+    from largefedbench.errors import InputError
+
+    names = [x.strip().replace("-", "_") for x in text.split(",") if x.strip()]
+    if none and names == ["none"]:
+        return []
+    bad = [n for n in names if n not in allowed]
+    if bad or not names:
+        shown = ", ".join(a.replace("_", "-") for a in allowed) + (", or none" if none else "")
+        raise InputError(f"--{flag}={text!r}: give a comma-separated list of {shown}")
+    return names
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -63,8 +80,9 @@ def add_bench_parser(sub) -> None:
                         description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
                         "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
                         "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
-                        "same run; one cohort's DP client step (LoRA fine-tuning of the generator, 4 x params FLOPs/token); and the "
-                        "bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift).")
+                        "same run; one cohort's DP client step (LoRA fine-tuning of the generator, 4 x params FLOPs/token); the "
+                        "bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift); and, with --backend, other "
+                        "generation backends (CTranslate2, ONNX Runtime GenAI) against our loop.")
     p.add_argument("--prompts", type=int, default=64, help="samples per case (default 64)")
     p.add_argument("--new-tokens", type=int, default=48, help="new tokens per sample (default 48, the cpu presets')")
     p.add_argument("--batch-sizes", default="16,64", help="comma-separated batch sizes (default 16,64)")
@@ -72,6 +90,16 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--dpo-pairs", type=int, default=8, help="preference pairs of the DPO timing (0: skip it)")
     p.add_argument("--clients", type=int, default=16, help="clients of the DP client step's timing (dp-resample's cpu "
                    "preset, 5 spans each; 0: skip it)")
+    p.add_argument("--cases", default="continuation,few-shot,instruction",
+                   help="sampling cases to time (default all three; none: skip them)")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="dtypes the cases sample in (default float32,bfloat16; "
+                   "the bf16 quality check runs only with bfloat16: leave it out where bf16 is emulated)")
+    p.add_argument("--backend", action="append", default=None, metavar="NAME[,NAME]",
+                   help="generation backends to run beside our torch loop on the continuation prompts: torch, ct2, "
+                   "ort-genai (repeatable or comma-separated; default torch only). Each installed one reports new "
+                   "tokens/s per batch size, the fraction of the limit, its one-off conversion seconds (LoRA merged, "
+                   "converted, loaded), its speed-up over our loop and the quality rule against float32; one not "
+                   "installed gets a row saying so")
     p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")
     _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress lines")
     p.set_defaults(func=cmd_bench_llm)
