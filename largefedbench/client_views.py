@@ -102,6 +102,11 @@ class ClientStore:
         self.ids: list[str] = list(clients.ids)
         self.embeddings = embeddings
 
+    def files(self) -> list[str]:
+        """The files this store's pickled form reads where it is loaded: a memory-mapped split's Arrow files."""
+        table = getattr(self.clients, "table", None)
+        return [str(f["filename"]) for f in getattr(table, "cache_files", None) or []]
+
     def spans(self, indices: np.ndarray) -> list[list[str]]:
         return [list(self.clients.spans(self.ids[i])) for i in indices]
 

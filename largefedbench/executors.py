@@ -13,7 +13,8 @@ one would re-run the caller's script), ships each federation's client store to t
 once, and each ``private_sum`` call's task (the client function, pickled with cloudpickle, and the settings) once per
 worker; a worker drops the store or task a message replaces before its body arrives and hands the freed heap back
 (:func:`release_memory`), so it does not grow from release to release. The workers run torch with the driver's thread
-count, so the sums equal ``local``'s bit for bit.
+count, so the sums equal ``local``'s bit for bit. A sandboxed plug-in's run starts them through a launcher
+(:meth:`ProcessExecutor.confine`) that puts them behind the method's guard.
 
 ``ray`` (``pip install largefedbench[ray]``) starts a local cluster (``ray.init(num_cpus=2)``) unless given an
 address (``--ray-address``) to join. Nothing is serialised whole: the client split goes into the object store once
@@ -38,13 +39,17 @@ import subprocess
 import sys
 import traceback
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from largefedbench.client_views import ChunkResult, ChunkStore, ClientStore, RowBlocks, clipped_chunk_sum
 from largefedbench.errors import InputError, MethodError
+
+#: how a confined worker is started: (argv, environment, the client store's files it must read) -> (argv, environment
+#: or None, cleanup after it exits)
+Launcher = Callable[[list[str], dict[str, str], Sequence[str]], tuple[list[str], "dict[str, str] | None", Callable[[], None]]]
 
 #: the size of one block of span embeddings in the object store
 BLOCK_BYTES = 64 << 20
@@ -183,11 +188,22 @@ class ProcessExecutor:
         self._procs: list[tuple[Any, Any]] = []  # (process, (its inbox, its outbox))
         self._shipped: list[int | None] = []  # id of the store each worker holds
         self._store_ref: ClientStore | None = None  # keeps that store alive, so its id is not reused
+        self._launcher: Launcher | None = None
+        self._cleanups: list[Callable[[], None]] = []
+        self._readable: tuple[str, ...] = ()  # the store files confined workers were started able to read
 
-    def start(self) -> None:
-        """Spawn the workers now rather than at the first release."""
+    def confine(self, launcher: Launcher | None) -> None:
+        """Start the workers through ``launcher`` from now on (None: as plain processes); running workers stop, and
+        the next release starts new ones. A launcher turns a worker's argv and environment into the confined
+        process's argv, its environment (None: the launcher's argv sets it) and a cleanup run after it exits."""
+        self.shutdown()
+        self._launcher = launcher
+
+    def start(self, files: Sequence[str] = ()) -> None:
+        """Spawn the workers now rather than at the first release (confined ones able to read ``files``)."""
         if self._procs:
             return
+        self._readable = tuple(files)
         try:
             import cloudpickle  # noqa: F401 - pickles client functions (closures, lambdas) for the workers
         except ImportError:
@@ -200,7 +216,11 @@ class ProcessExecutor:
         for _ in range(n):
             to_worker, from_worker = os.pipe(), os.pipe()
             code = f"from largefedbench.executors import _worker_main; _worker_main({to_worker[0]}, {from_worker[1]})"
-            proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=(to_worker[0], from_worker[1]), env=env)
+            argv, proc_env = [sys.executable, "-c", code], env
+            if self._launcher is not None:
+                argv, proc_env, cleanup = self._launcher(argv, env, self._readable)
+                self._cleanups.append(cleanup)
+            proc = subprocess.Popen(argv, pass_fds=(to_worker[0], from_worker[1]), env=proc_env)
             os.close(to_worker[0])
             os.close(from_worker[1])
             inbox, outbox = Connection(to_worker[1], readable=False), Connection(from_worker[0], writable=False)
@@ -209,7 +229,6 @@ class ProcessExecutor:
 
     def prepare(self, store: ClientStore) -> None:
         """Spawn the workers and ship ``store`` to them now."""
-        self.start()
         self._ship_store(store)
 
     def stage_rows(self, blocks: Iterable[Any]) -> RowBlocks:
@@ -218,6 +237,11 @@ class ProcessExecutor:
         return RowBlocks([_read(b) for b in blocks])
 
     def _ship_store(self, store: ClientStore) -> None:
+        """Start the workers if they are not running, and send ``store`` to those that do not hold it."""
+        files = store.files() if self._launcher is not None else []
+        if self._procs and not set(files) <= set(self._readable):
+            self.shutdown()  # confined workers read only the files they were started with
+        self.start(files)
         body = None
         for w in range(len(self._procs)):
             if self._shipped[w] != id(store):
@@ -270,7 +294,6 @@ class ProcessExecutor:
     def map_chunks(self, store: ClientStore, chunks: Sequence[np.ndarray], **task: Any) -> Iterator[ChunkResult]:
         import cloudpickle
 
-        self.start()
         self._ship_store(store)
         _by_value_modules(cloudpickle, task.get("client_fn"))
         try:
@@ -311,7 +334,10 @@ class ProcessExecutor:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        self._procs, self._shipped, self._store_ref = [], [], None
+                proc.wait()
+        for cleanup in self._cleanups:
+            cleanup()
+        self._procs, self._shipped, self._store_ref, self._cleanups = [], [], None, []
 
     def __del__(self) -> None:
         try:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,17 +209,37 @@ def _guard(log: Callable[[str], None], require_jail: bool) -> str:
     return JAIL if why is None else NO_JAIL
 
 
-def _host(*, home: Path, hidden: list[Path], code: list[str], writable: list[str], guard: str) -> tuple[subprocess.Popen, str]:
-    """The method's process (:data:`HOST`) and the empty folder its namespace mounts its root on."""
+def _readable(home: Path, code: list[str]) -> list[str]:
+    """What a confined process reads: the harness's code and Python, ``sys.path`` (where a plug-in's own dependencies
+    may be installed), the plug-in's ``code`` folders and the model caches."""
     models = Path(home).resolve() / "models"
     hf_cache = Path(kept_environment().get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    on_path = [p for p in sys.path if p and os.path.isdir(p)]
+    return [*code_folders(), *on_path, *code, str(models), str(hf_cache)]
+
+
+def _host(*, home: Path, hidden: list[Path], code: list[str], writable: list[str], guard: str) -> tuple[subprocess.Popen, str]:
+    """The method's process (:data:`HOST`) and the empty folder its namespace mounts its root on."""
     root = tempfile.mkdtemp(prefix="lfb-jail-")  # stays empty here: the tmpfs root is mounted in the namespace only
-    on_path = [p for p in sys.path if p and os.path.isdir(p)]  # where a plug-in's own dependencies may be installed
-    proc = _start([sys.executable, "-m", HOST], root=root,
-                  read_only=[*code_folders(), *on_path, *code, str(models), str(hf_cache)], writable=writable,
+    proc = _start([sys.executable, "-m", HOST], root=root, read_only=_readable(home, code), writable=writable,
                   hidden=[str(Path(h).resolve()) for h in hidden],
                   env=kept_environment({"LFB_HOME": str(Path(home).resolve())}), guard=guard)
     return proc, root
+
+
+def worker_launcher(*, home: Path, hidden: list[Path], code: list[str]):
+    """Starts a client worker behind the method's guard: the same namespaces and view as the method's process (the
+    home, the snapshot and the board hidden, no network), nothing writable but its own /tmp. It reads the clients it
+    is sent (``files``: the train split's Arrow files the client store maps) and can keep or send nothing elsewhere."""
+    readable, hide = _readable(home, code), [str(Path(h).resolve()) for h in hidden]
+
+    def launch(argv: list[str], env: dict[str, str], files: Sequence[str]):
+        root = tempfile.mkdtemp(prefix="lfb-worker-jail-")
+        confined = jailed_command(argv, root=root, read_only=[*readable, *files], writable=[], hidden=hide,
+                                  env=kept_environment({"PYTHONPATH": env.get("PYTHONPATH", "")}))
+        return confined, None, lambda: os.rmdir(root)
+
+    return launch
 
 
 def _stop(proc: subprocess.Popen, root: str) -> None:
@@ -272,6 +292,10 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
     proc, root = _host(home=home, hidden=hidden, code=list(init.get("sys_path", [])), writable=[str(method_dir)],
                        guard=guard)
     channel, server = Channel(proc.stdout, proc.stdin), _Server(fed, fed.selection, seed_dir, log)
+    # the client workers run the plug-in's client functions on private data: behind the same guard (Ray's are not)
+    confine = getattr(getattr(fed, "_executor", None), "confine", None) if guard == JAIL else None
+    if confine is not None:
+        confine(worker_launcher(home=home, hidden=hidden, code=list(init.get("sys_path", []))))
     try:
         channel.send(init)
         while True:
@@ -292,6 +316,8 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
                 channel.send({"error": str(exc), "kind": "input" if isinstance(exc, InputError) else "method"})
     finally:
         _stop(proc, root)
+        if confine is not None:
+            confine(None)  # the next run's workers (a built-in's) start as plain processes again
     return _collect(request, method_dir, device, new_model, guard, server.accuracy_queries)
 
 

@@ -114,9 +114,43 @@ def probe_environment(fed, public) -> str:
     return "; ".join(found)
 
 
+def _worker_escapes(home: str) -> list[str]:
+    """What a client function can do besides returning its vector: write into the LFB home, reach the network."""
+    done = []
+    if home:
+        try:
+            probe = Path(home) / f"lfb-client-probe-{os.getpid()}"
+            probe.write_text("a private span would go here")
+            probe.unlink()
+            done.append("wrote to the LFB home")
+        except OSError:
+            pass
+    try:
+        socket.create_connection(("127.0.0.1", 9), timeout=1).close()
+        done.append("reached 127.0.0.1")
+    except OSError as exc:
+        if "unreachable" not in str(exc).lower():
+            done.append("has a network")
+    return done
+
+
+def client_side_channels(fed, public) -> str:
+    """Client functions (they run where the private data is) try to write it out or send it; each client answers 1
+    if it could, and the noised count through the door says whether most could."""
+    home = os.environ.get("LFB_HOME", "")
+
+    def client(view):
+        return np.array([1.0 if _worker_escapes(home) else 0.0])
+
+    cohort = fed.everyone()
+    count = float(np.asarray(fed.private_sum(cohort, client, clip=1.0, mechanism=Gaussian(1.0)))[0])
+    return f"about {count:.0f} of {len(cohort)} clients wrote to the home or reached a network" \
+        if count > len(cohort) / 2 else ""
+
+
 ATTACKS: dict[str, Callable] = {"read snapshot files": read_snapshot_files, "walk memory": walk_memory,
                                 "non-finite clients": non_finite_clients, "probe environment": probe_environment,
-                                "patch the scorer": patch_scorer}
+                                "client side channels": client_side_channels, "patch the scorer": patch_scorer}
 
 
 @dataclass(frozen=True)

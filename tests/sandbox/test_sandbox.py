@@ -116,6 +116,7 @@ def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(ti
     assert seed["sandbox"] == "none" and seed["test"]["top1"] == pytest.approx(PATCHED_TOP1)
     assert "private rows" in breaches["read snapshot files"] and "Federation" in breaches["walk memory"]
     assert breaches["non-finite clients"] == ""  # zeroed rows: the door holds in either process
+    assert "clients wrote to the home or reached a network" in breaches["client side channels"]
 
 
 @needs_jail
@@ -247,3 +248,38 @@ def test_a_plugin_in_a_namespace_package_is_described_from_the_folders_it_spans(
     home = tmp_path / "home"
     described = describe_method("lfb_ns_probe.method:Imported", preset="tiny", overrides={}, home=home, hidden=[home])
     assert described.cls.name == "ns-probe" and described.source == "lfb_ns_probe.method"
+
+
+@needs_jail
+def test_client_workers_behind_the_guard_cannot_write_the_home_or_reach_a_network(tmp_path):
+    """A plug-in's client functions run where the private data is: confined like its method, they can neither keep a
+    client's spans in the home nor send them, and the same function unconfined can (the test is not blunt)."""
+    from test_federation_private_sum import small_split
+
+    from largefedbench.executors import ProcessExecutor
+    from largefedbench.federation import Federation
+    from largefedbench.privacy.mechanisms import NoNoise
+    from largefedbench.sandbox.server import worker_launcher
+    from largefedbench.testing.attacks import _worker_escapes
+
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def leaks(view):
+        escaped = _worker_escapes(str(home))
+        (home / f"kept-{view.id}").write_text(" ".join(map(str, view.spans))) if escaped else None
+        return np.array([float(len(escaped))])
+
+    clients, emb = small_split(6, seed=2)
+    executor = ProcessExecutor(workers=1)
+    try:
+        executor.confine(worker_launcher(home=home, hidden=[home], code=[]))
+        fed = Federation(clients, embeddings=emb, seed=0, executor=executor)
+        assert float(fed.private_sum(fed.everyone(), leaks, clip=10.0, mechanism=NoNoise())[0]) == 0
+        assert not list(home.iterdir())
+        executor.confine(None)
+        fed = Federation(clients, embeddings=emb, seed=0, executor=executor)
+        assert float(fed.private_sum(fed.everyone(), leaks, clip=10.0, mechanism=NoNoise())[0]) >= 6  # each wrote
+        assert len(list(home.glob("kept-*"))) == 6
+    finally:
+        executor.shutdown()
