@@ -23,7 +23,7 @@ from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 
-__all__ = ["STAGES", "JobClock", "stage", "stage_breakdown", "timed", "totals"]
+__all__ = ["STAGES", "JobClock", "join_stages", "stage", "stage_breakdown", "timed", "totals"]
 
 STAGES = ("generation", "embedding", "clients", "dpo", "sft", "downstream", "evaluation")
 
@@ -77,6 +77,14 @@ def timed(name: str) -> Callable[[F], F]:
 def add_stages(*breakdowns: dict[str, float]) -> dict[str, float]:
     """The stage-by-stage sum of :func:`stage_breakdown` results (e.g. a method's, then its evaluation's)."""
     return {name: round(sum(b.get(name, 0.0) for b in breakdowns), 3) for name in [*STAGES, "other"]}
+
+
+def join_stages(*parts: dict[str, float], seconds: float) -> dict[str, float]:
+    """One job's stages timed in several processes at once (a sandboxed method's process, and the harness serving its
+    releases while it waits): the named stages added, ``other`` the rest of the job's ``seconds``."""
+    out = {name: round(sum(p.get(name, 0.0) for p in parts), 3) for name in STAGES}
+    out["other"] = round(max(0.0, seconds - sum(out.values())), 3)
+    return out
 
 
 def stage_breakdown(before: dict[str, float], after: dict[str, float], wall_seconds: float) -> dict[str, float]:

@@ -104,3 +104,14 @@ def test_work_redone_after_a_resume_is_left_out_of_the_jobs_seconds_and_stages()
     with idle.redoing(), timing.stage("generation"):
         time.sleep(0.02)
     assert idle.redone_seconds == 0 and idle.seconds() == 0 and idle.stages()["generation"] == 0
+
+
+def test_stages_timed_in_two_processes_at_once_add_and_the_rest_is_other():
+    from largefedbench.timing import join_stages
+
+    method = {"generation": 30.0, "dpo": 20.0, "other": 50.0}  # the method's process: waiting for releases is "other"
+    harness = {"clients": 40.0, "evaluation": 5.0, "other": 55.0}  # the harness served them meanwhile
+    joined = join_stages(method, harness, seconds=100.0)
+    assert joined["clients"] == 40.0 and joined["generation"] == 30.0 and joined["evaluation"] == 5.0
+    assert joined["other"] == 5.0 and sum(joined.values()) == 100.0
+    assert join_stages(method, harness, seconds=10.0)["other"] == 0.0  # never negative

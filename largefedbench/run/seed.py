@@ -61,7 +61,9 @@ def run_seed(prep: Prepared, ev: Evaluator, seed: int, log: Callable[[str], None
             ran = run_method_sandboxed(prep, ev, fed, public, seed, seed_dir, log)
             artifact, guard = ran.artifact, ran.guard
             budget.calibrations.extend(ran.calibrations)
-            method_seconds, method_stages, carried = ran.method_seconds, ran.method_stages, ran.carried_seconds
+            method_seconds, carried = ran.method_seconds, ran.carried_seconds
+            # its releases ran here (the door's "clients" stage) while its process waited for them
+            method_stages = timing.join_stages(ran.method_stages, fed.clock.stages(), seconds=method_seconds)
             artifact.selections = selection.records() + [{**r, "on": selection.on} for r in ran.selections]
         else:
             artifact, guard = cls().train(fed, public, prep.config, budget), "none"
