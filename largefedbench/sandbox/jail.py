@@ -1,5 +1,6 @@
-"""The OS guard around a method's process: Linux user, mount, PID and network namespaces (``unshare`` from
-util-linux, no privileges needed where unprivileged user namespaces are enabled).
+"""The OS guard around a method's process: Linux user, mount, PID, network, IPC and UTS namespaces (``unshare`` from
+util-linux, no privileges needed where unprivileged user namespaces are enabled), every capability dropped before the
+process starts (``setpriv``), so it cannot leave its root or mount anything.
 
 Inside, the process sees a fresh root (tmpfs) holding read-only binds of the system folders, the Python install and
 the folders its code imports from, the profile's model cache, and one writable folder (the seed's method folder).
@@ -25,7 +26,11 @@ __all__ = ["JAIL", "NO_JAIL", "jail_available", "jailed_command"]
 JAIL = "namespaces"  # the entry's sandbox field: the method ran behind the OS guard
 NO_JAIL = "process"  # in its own process, without the OS guard (no unprivileged namespaces here)
 SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys")
-_UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "--kill-child")
+_UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts",
+            "--kill-child")
+#: run after the mounts, before the process: no capability (the namespace's root could chroot out of its root, or
+#: mount), none to regain through exec, no new privileges
+_DROP_CAPS = ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
 #: environment variables the method's process keeps (models, threads, offline switches); nothing else crosses
 KEPT_ENV = ("LFB_HOME", "LFB_SPAN_TOKENIZER", "LFB_GENERATION_DTYPE", "HF_HOME", "HF_HUB_OFFLINE",
             "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM",
@@ -37,8 +42,8 @@ def jail_available() -> str | None:
     """None when the namespaces can be created here, else why not."""
     if sys.platform != "linux":
         return f"no Linux namespaces on {sys.platform}"
-    if shutil.which("unshare") is None or shutil.which("mount") is None or shutil.which("chroot") is None:
-        return "util-linux's unshare, mount or coreutils' chroot is not installed"
+    if any(shutil.which(tool) is None for tool in ("unshare", "mount", "setpriv", "chroot")):
+        return "util-linux's unshare, mount or setpriv, or coreutils' chroot, is not installed"
     try:
         done = subprocess.run([*_UNSHARE, "true"], capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -105,7 +110,7 @@ def jailed_command(argv: list[str], *, root: str | Path, read_only: Iterable[str
     steps += [_seal(p) for p in hide]  # read-only once the binds inside have their mount points
     steps += ["mkdir -p \"$R/proc\" \"$R/dev/shm\"", "mount -t proc proc \"$R/proc\"",
               "mount -t tmpfs lfb-jail-shm \"$R/dev/shm\""]
-    launch = shlex.join(["chroot", "$R", "env", "-i", *[f"{k}={v}" for k, v in sorted(env.items())], *argv])
+    launch = shlex.join(["chroot", "$R", *_DROP_CAPS, "env", "-i", *[f"{k}={v}" for k, v in sorted(env.items())], *argv])
     steps += ["exec " + launch.replace("'$R'", "\"$R\"", 1)]
     return [*_UNSHARE, "sh", "-c", "\n".join(steps)]
 

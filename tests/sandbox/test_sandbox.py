@@ -64,7 +64,14 @@ def test_the_jail_hides_the_home_and_board_keeps_binds_read_only_and_has_no_netw
         "    try:\n        pathlib.Path(p).write_text('x'); return True\n    except OSError:\n        return False\n"
         "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1); net = 'reached'\n"
         "except OSError as e:\n    net = str(e)\n"
-        f"print(json.dumps({{'snapshot': os.path.exists('{home}/snapshots/s'), 'models': open('{home}/models/m.txt').read(),"
+        "def escape():\n"  # the classic chroot escape: chroot into a subfolder, climb out with '..', chroot there
+        "    try:\n        os.makedirs('/tmp/e', exist_ok=True); os.chroot('/tmp/e')\n"
+        "        for _ in range(64):\n            os.chdir('..')\n"
+        "        os.chroot('.'); return os.listdir('/')\n    except OSError as e:\n        return str(e)\n"
+        "def shm():\n"
+        "    try:\n        import ctypes; return ctypes.CDLL(None).shmget(0x4c4642, 4096, 0o1666)\n"
+        "    except OSError as e:\n        return str(e)\n"
+        f"print(json.dumps({{'escape': escape(), 'shm': shm(), 'snapshot': os.path.exists('{home}/snapshots/s'), 'models': open('{home}/models/m.txt').read(),"
         f" 'board': os.listdir('{board}'), 'home_write': can_write('{home}/x'), 'code_write': can_write('{code}/x'),"
         f" 'out_write': can_write('{out}/x'), 'pids': len([p for p in os.listdir('/proc') if p.isdigit()]), 'net': net}}))\n")
     root = tempfile.mkdtemp()
@@ -79,6 +86,9 @@ def test_the_jail_hides_the_home_and_board_keeps_binds_read_only_and_has_no_netw
     assert not seen["home_write"] and not seen["code_write"] and seen["out_write"]
     assert seen["pids"] <= 2 and "unreachable" in seen["net"].lower()
     assert (out / "x").read_text() == "x" and not (home / "x").exists()
+    assert "Operation not permitted" in str(seen["escape"]), seen["escape"]  # no capability to chroot out
+    # a SysV segment made inside is not among this namespace's: the jail has an IPC namespace of its own
+    assert "0x004c4642" not in subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
 
 
 def _attack(tiny, tmp_path, sandbox: str):
