@@ -130,9 +130,65 @@ def _load_libc():
 _LIBC = _load_libc()
 
 
-def _worker_main(inbox: int, outbox: int) -> None:
+_PLAIN_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+                ("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads only builtins and plain numpy arrays: a confined worker's reply, which its client function could forge,
+    can name no other class or function to run here."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _PLAIN_NUMPY:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a confined worker's reply")
+
+
+def _plain_reply(reply: tuple[str, Any], text: str | None) -> bytes:
+    """A confined worker's reply as builtins and numpy arrays: a chunk's sum (a tensor as an array and a flag), or the
+    error's traceback text."""
+    if text is not None:
+        return pickle.dumps(("error", text), protocol=pickle.HIGHEST_PROTOCOL)
+    part = reply[1]
+    if not isinstance(part, ChunkResult):
+        return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+    total, is_tensor = part.total, type(part.total).__module__.split(".")[0] == "torch"
+    plain = {"total": None if total is None else (total.detach().cpu().numpy() if is_tensor else np.asarray(total)),
+             "tensor": is_tensor, "n_clients": int(part.n_clients), "width": int(part.width),
+             "seconds": float(part.seconds), "peak_rss_bytes": int(part.peak_rss_bytes)}
+    return pickle.dumps(("chunk", plain), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_plain_reply(data: bytes) -> Any:
+    """The value of a confined worker's reply, checked: a chunk's sum comes back a :class:`ChunkResult`."""
+    import io
+
+    try:
+        status, value = _PlainUnpickler(io.BytesIO(data)).load()
+        if status == "error":
+            raise MethodError(f"a client function failed in a worker process:\n{str(value)[-20000:]}")
+        if status == "ok" and value is None:
+            return None
+        if status != "chunk":
+            raise ValueError(f"reply {status!r}")
+        total = value["total"]
+        if total is not None and not (isinstance(total, np.ndarray) and total.dtype.kind in "fiu"):
+            raise ValueError("a chunk's sum that is not a numeric array")
+        if total is not None and value["tensor"]:
+            import torch
+
+            total = torch.from_numpy(np.array(total))
+        return ChunkResult(total, int(value["n_clients"]), int(value["width"]), float(value["seconds"]),
+                           int(value["peak_rss_bytes"]))
+    except (pickle.UnpicklingError, ValueError, TypeError, KeyError, EOFError, AttributeError) as exc:
+        raise MethodError(f"a confined client worker sent a reply that is not a chunk's sum ({exc})") from None
+
+
+def _worker_main(inbox: int, outbox: int, confined: bool = False) -> None:
     """A ``process`` worker (``python -c``, reading and writing the pipes ``inbox`` and ``outbox``): keeps the client
-    store and the task it was last sent (none, after one that failed to load), runs chunks, returns their sums."""
+    store and the task it was last sent (none, after one that failed to load), runs chunks, returns their sums
+    (``confined``: as builtins and arrays only, see :func:`_plain_reply`)."""
     from multiprocessing.connection import Connection
 
     import cloudpickle
@@ -166,9 +222,12 @@ def _worker_main(inbox: int, outbox: int) -> None:
                 reply = ("ok", None)
             else:
                 reply = ("ok", clipped_chunk_sum(store, pickle.loads(raw), **task))
-            data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            data = _plain_reply(reply, None) if confined else pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:  # noqa: BLE001 - whatever the client function raised goes back to the driver
             text = traceback.format_exc()
+            if confined:
+                conn.send_bytes(_plain_reply(("error", None), text))
+                continue
             try:
                 data = cloudpickle.dumps(("error", (exc, text)))
             except Exception:  # noqa: BLE001 - an exception that does not pickle goes back as its traceback
@@ -215,12 +274,15 @@ class ProcessExecutor:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # what the driver imports from
         for _ in range(n):
             to_worker, from_worker = os.pipe(), os.pipe()
-            code = f"from largefedbench.executors import _worker_main; _worker_main({to_worker[0]}, {from_worker[1]})"
-            argv, proc_env = [sys.executable, "-c", code], env
+            confined = self._launcher is not None
+            code = (f"from largefedbench.executors import _worker_main; "
+                    f"_worker_main({to_worker[0]}, {from_worker[1]}, confined={confined})")
+            argv, proc_env, quiet = [sys.executable, "-c", code], env, {}
             if self._launcher is not None:
                 argv, proc_env, cleanup = self._launcher(argv, env, self._readable)
                 self._cleanups.append(cleanup)
-            proc = subprocess.Popen(argv, pass_fds=(to_worker[0], from_worker[1]), env=proc_env)
+                quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # it could print private spans
+            proc = subprocess.Popen(argv, pass_fds=(to_worker[0], from_worker[1]), env=proc_env, **quiet)
             os.close(to_worker[0])
             os.close(from_worker[1])
             inbox, outbox = Connection(to_worker[1], readable=False), Connection(from_worker[0], writable=False)
@@ -266,9 +328,12 @@ class ProcessExecutor:
         import cloudpickle  # noqa: F401 - an exception pickled by value needs it to load
 
         try:
-            status, value = pickle.loads(self._procs[w][1][1].recv_bytes())
+            data = self._procs[w][1][1].recv_bytes()
         except (EOFError, OSError):
             self._died(w)
+        if self._launcher is not None:  # its client function may have written the reply: nothing of it runs here
+            return _read_plain_reply(data)
+        status, value = pickle.loads(data)
         if status == "error":
             exc, text = value
             if isinstance(exc, Exception):
@@ -335,9 +400,13 @@ class ProcessExecutor:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for cleanup in self._cleanups:
-            cleanup()
+        cleanups = self._cleanups
         self._procs, self._shipped, self._store_ref, self._cleanups = [], [], None, []
+        for cleanup in cleanups:
+            try:
+                cleanup()
+            except OSError as exc:  # a jail's mount point still busy: it is an empty folder in /tmp
+                logging.getLogger(__name__).warning("could not remove a worker's jail folder: %s", exc)
 
     def __del__(self) -> None:
         try:

@@ -231,6 +231,7 @@ class Federation:
             client_fn = _with_own_outputs(client_fn, self.client_outputs, batched)
         task = {"round_": cohort.round, "fed_seed": self._seed, "client_fn": client_fn, "clip": clip, "batched": batched}
         for part in self._executor.map_chunks(self._store, chunks, **task):
+            _check_bounded(part, clip)
             if part.total is not None:
                 total = part.total if total is None else total + part.total
             width, seconds = max(width, part.width), seconds + part.seconds
@@ -368,6 +369,19 @@ def release_snr(round_: int, sigma: float, clip: float, expected_clients: float)
     return {"round": int(round_), "noise_multiplier": float(sigma), "clip": float(clip),
             "expected_clients": float(expected_clients), "noise_std": noise_std, "signal_bound": bound,
             "snr": bound / noise_std if noise_std > 0 else None}
+
+
+def _check_bounded(part: Any, clip: float) -> None:
+    """A chunk's sum of clipped vectors has norm at most its clients × ``clip``: a worker whose clipping was undone
+    (a client function patching it in its process) is caught here, before any noise is added to its sum."""
+    if part.total is None:
+        return
+    norm = float(np.linalg.norm(np.asarray(part.total.detach().cpu() if hasattr(part.total, "detach") else part.total,
+                                           dtype=np.float64)))
+    if not norm <= part.n_clients * clip * (1 + 1e-4) + 1e-6:
+        raise PrivacyError(f"a chunk of {part.n_clients} clients returned a sum of norm {norm:.6g}, more than "
+                           f"{part.n_clients} x clip ({clip:g}): its clipping was undone in the worker; nothing of it "
+                           "is released")
 
 
 class PlannedCohort:

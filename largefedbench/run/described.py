@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,16 +113,27 @@ def _stand_in(d: dict[str, Any], attrs: dict[str, Any]) -> type:
 
 
 #: descriptions already given in this process (``lfb leaderboard reproduce`` resolves an entry's method more than
-#: once), by what was asked and the plug-in's code as it is on disk: an edited file is described again
+#: once), by what was asked and the content of the plug-in's code: an edited file is described again
 _DESCRIPTIONS: dict[tuple, dict[str, Any]] = {}
 
 
-def _code_stamp(file: Path | None) -> tuple:
-    """(path, mtime, size) of the plug-in's own source files: its method file, or every file of its package."""
-    if file is None:
-        return ()
-    files = sorted(file.parent.rglob("*.py")) if file.name == "__init__.py" else [file]
-    return tuple((str(f), st.st_mtime_ns, st.st_size) for f in files for st in [f.stat()])
+def _code_stamp(reference: str, folders: list[str]) -> str:
+    """The sha256 of the plug-in's own source files: a method file's folder (its siblings it may import), or every
+    file of its top-level package in each folder it spans."""
+    module = reference.partition(":")[0]
+    if module.endswith(".py"):
+        files = sorted(Path(module).parent.glob("*.py"))
+    else:
+        top = module.split(".")[0]
+        files = sorted(f for root in folders for f in [*(Path(root) / top).rglob("*.py"), Path(root) / f"{top}.py"])
+    digest = hashlib.sha256()
+    for f in files:
+        try:
+            if f.is_file():
+                digest.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+        except OSError:  # a file that went away between the listing and the read
+            continue
+    return digest.hexdigest()
 
 
 def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: Path, hidden: list[Path],
@@ -133,7 +145,7 @@ def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: 
     target, source = method_target(name)
     reference, folders, file = plugin_code(target)
     key = (reference, tuple(folders), preset, tuple(sorted(overrides.items())), str(home), tuple(map(str, hidden)),
-           _code_stamp(file))
+           _code_stamp(reference, folders))
     if key not in _DESCRIPTIONS:
         if len(_DESCRIPTIONS) >= 32:
             _DESCRIPTIONS.pop(next(iter(_DESCRIPTIONS)))

@@ -286,17 +286,21 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
     if getattr(getattr(fed, "_executor", None), "name", "") == "local":
         raise InputError("a sandboxed method's client functions run in client worker processes: drop --executor local")
     guard = _guard(log, require_jail)
+    # the client workers run the plug-in's client functions on private data: behind the same guard
+    confine = getattr(getattr(fed, "_executor", None), "confine", None) if guard == JAIL else None
+    if guard == JAIL and confine is None:
+        raise InputError("a sandboxed method's client functions run behind its guard only on the process executor "
+                         "(Ray's workers cannot be confined): drop --executor ray, or run with --sandbox off, which the "
+                         "entry records")
     method_dir = seed_dir / METHOD_FOLDER
     method_dir.mkdir(parents=True, exist_ok=True)
     init = {**init, "method_dir": str(method_dir.resolve()), "home": str(Path(home).resolve())}
     proc, root = _host(home=home, hidden=hidden, code=list(init.get("sys_path", [])), writable=[str(method_dir)],
                        guard=guard)
     channel, server = Channel(proc.stdout, proc.stdin), _Server(fed, fed.selection, seed_dir, log)
-    # the client workers run the plug-in's client functions on private data: behind the same guard (Ray's are not)
-    confine = getattr(getattr(fed, "_executor", None), "confine", None) if guard == JAIL else None
-    if confine is not None:
-        confine(worker_launcher(home=home, hidden=hidden, code=list(init.get("sys_path", []))))
     try:
+        if confine is not None:
+            confine(worker_launcher(home=home, hidden=hidden, code=list(init.get("sys_path", []))))
         channel.send(init)
         while True:
             try:
@@ -315,9 +319,11 @@ def run_sandboxed(init: dict[str, Any], *, fed, seed_dir: Path, home: Path, hidd
             except LfbError as exc:  # the method's mistake: it gets the message, as it would in-process
                 channel.send({"error": str(exc), "kind": "input" if isinstance(exc, InputError) else "method"})
     finally:
-        _stop(proc, root)
-        if confine is not None:
-            confine(None)  # the next run's workers (a built-in's) start as plain processes again
+        try:
+            _stop(proc, root)
+        finally:
+            if confine is not None:
+                confine(None)  # the next run's workers (a built-in's) start as plain processes again
     return _collect(request, method_dir, device, new_model, guard, server.accuracy_queries)
 
 

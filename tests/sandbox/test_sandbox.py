@@ -293,3 +293,54 @@ def test_client_workers_behind_the_guard_cannot_write_the_home_or_reach_a_networ
         assert len(list(home.glob("kept-*"))) == 6
     finally:
         executor.shutdown()
+
+
+@needs_jail
+def test_a_confined_workers_reply_runs_nothing_in_the_harness_and_undone_clipping_is_caught(tmp_path):
+    """A client function shares its worker with the code that clips and replies: it can undo the clipping or forge
+    the reply. Neither reaches a release: the harness reads a confined worker's reply as arrays only (a forged pickle
+    names a function that is refused), and a chunk's sum above its clients × clip is refused before any noise."""
+    from test_federation_private_sum import small_split
+
+    from largefedbench.errors import MethodError, PrivacyError
+    from largefedbench.executors import ProcessExecutor
+    from largefedbench.federation import Federation
+    from largefedbench.privacy.mechanisms import Gaussian
+    from largefedbench.sandbox.server import worker_launcher
+
+    home, marker = tmp_path / "home", tmp_path / "ran-in-the-harness"
+    home.mkdir()
+
+    def unclipped(view):  # the worker's clipping replaced by the identity
+        import largefedbench.client_views as views
+
+        views._rows_clipped_sum = lambda rows, clip, n: (np.asarray(rows, dtype=np.float64).sum(axis=0), rows.shape[1])
+        return np.full(4, 1e6)
+
+    class Forged:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    def forges(view):  # answers for the worker with a pickle that would run a command where it is read
+        import gc
+        import pickle as pkl
+        from multiprocessing.connection import Connection
+
+        for conn in [o for o in gc.get_objects() if isinstance(o, Connection) and o.writable]:
+            conn.send_bytes(pkl.dumps(("ok", Forged())))
+        return np.zeros(4)
+
+    clients, emb = small_split(6, seed=2)
+    executor = ProcessExecutor(workers=1)
+    try:
+        executor.confine(worker_launcher(home=home, hidden=[home], code=[]))
+        fed = Federation(clients, embeddings=emb, seed=0, executor=executor)
+        with pytest.raises(PrivacyError, match="clipping was undone"):
+            fed.private_sum(fed.everyone(), unclipped, clip=1.0, mechanism=Gaussian(1.0))
+        executor.confine(worker_launcher(home=home, hidden=[home], code=[]))  # fresh workers
+        fed = Federation(clients, embeddings=emb, seed=0, executor=executor)
+        with pytest.raises(MethodError, match="not a chunk's sum"):
+            fed.private_sum(fed.everyone(), forges, clip=1.0, mechanism=Gaussian(1.0))
+        assert not marker.exists()
+    finally:
+        executor.shutdown()
