@@ -378,7 +378,7 @@ def _check_bounded(part: Any, clip: float) -> None:
         return
     norm = float(np.linalg.norm(np.asarray(part.total.detach().cpu() if hasattr(part.total, "detach") else part.total,
                                            dtype=np.float64)))
-    if not norm <= part.n_clients * clip * (1 + 1e-4) + 1e-6:
+    if not norm <= part.n_clients * clip * (1 + 1e-2) + 1e-6:  # slack: rows clipped in bf16 round up to 2^-8
         raise PrivacyError(f"a chunk of {part.n_clients} clients returned a sum of norm {norm:.6g}, more than "
                            f"{part.n_clients} x clip ({clip:g}): its clipping was undone in the worker; nothing of it "
                            "is released")
