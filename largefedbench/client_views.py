@@ -17,6 +17,8 @@ optional stream, for independent uses), so it is the same whatever executor or c
 from __future__ import annotations
 
 import hashlib
+import io
+import pickle
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from largefedbench.errors import InputError
+from largefedbench.errors import InputError, MethodError
 from largefedbench.privacy.clipping import clip_rows
 
 
@@ -324,3 +326,57 @@ def clipped_chunk_sum(store: ClientStore, indices: np.ndarray, *, round_: int, f
         total, width = None, 0
     seconds = time.perf_counter() - start
     return ChunkResult(total, len(view), width, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+
+# -- a confined worker's reply: arrays and builtins only -------------------------------------------------------------
+_PLAIN_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+                ("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads only builtins and plain numpy arrays: a confined worker's reply, which its client function could forge,
+    can name no other class or function to run here."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _PLAIN_NUMPY:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a confined worker's reply")
+
+
+def plain_reply(reply: tuple[str, Any], text: str | None) -> bytes:
+    """A confined worker's reply as builtins and numpy arrays: a chunk's sum (a tensor as an array and a flag), or the
+    error's traceback text."""
+    if text is not None:
+        return pickle.dumps(("error", text), protocol=pickle.HIGHEST_PROTOCOL)
+    part = reply[1]
+    if not isinstance(part, ChunkResult):
+        return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+    total, is_tensor = part.total, type(part.total).__module__.split(".")[0] == "torch"
+    plain = {"total": None if total is None else (total.detach().cpu().numpy() if is_tensor else np.asarray(total)),
+             "tensor": is_tensor, "n_clients": int(part.n_clients), "width": int(part.width),
+             "seconds": float(part.seconds), "peak_rss_bytes": int(part.peak_rss_bytes)}
+    return pickle.dumps(("chunk", plain), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_plain_reply(data: bytes) -> Any:
+    """The value of a confined worker's reply, checked: a chunk's sum comes back a :class:`ChunkResult`."""
+    try:
+        status, value = _PlainUnpickler(io.BytesIO(data)).load()
+        if status == "error":
+            raise MethodError(f"a client function failed in a worker process:\n{str(value)[-20000:]}")
+        if status == "ok" and value is None:
+            return None
+        if status != "chunk":
+            raise ValueError(f"reply {status!r}")
+        total = value["total"]
+        if total is not None and not (isinstance(total, np.ndarray) and total.dtype.kind in "fiu"):
+            raise ValueError("a chunk's sum that is not a numeric array")
+        if total is not None and value["tensor"]:
+            import torch
+
+            total = torch.from_numpy(np.array(total))
+        return ChunkResult(total, int(value["n_clients"]), int(value["width"]), float(value["seconds"]),
+                           int(value["peak_rss_bytes"]))
+    except (pickle.UnpicklingError, ValueError, TypeError, KeyError, EOFError, AttributeError) as exc:
+        raise MethodError(f"a confined client worker sent a reply that is not a chunk's sum ({exc})") from None

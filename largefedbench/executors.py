@@ -44,7 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from largefedbench.client_views import ChunkResult, ChunkStore, ClientStore, RowBlocks, clipped_chunk_sum
+from largefedbench.client_views import (
+    ChunkResult,
+    ChunkStore,
+    ClientStore,
+    RowBlocks,
+    clipped_chunk_sum,
+    plain_reply,
+    read_plain_reply,
+)
 from largefedbench.errors import InputError, MethodError
 
 #: how a confined worker is started: (argv, environment, the client store's files it must read) -> (argv, environment
@@ -130,65 +138,10 @@ def _load_libc():
 _LIBC = _load_libc()
 
 
-_PLAIN_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-                ("numpy", "ndarray"), ("numpy", "dtype")}
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Reads only builtins and plain numpy arrays: a confined worker's reply, which its client function could forge,
-    can name no other class or function to run here."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _PLAIN_NUMPY:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a confined worker's reply")
-
-
-def _plain_reply(reply: tuple[str, Any], text: str | None) -> bytes:
-    """A confined worker's reply as builtins and numpy arrays: a chunk's sum (a tensor as an array and a flag), or the
-    error's traceback text."""
-    if text is not None:
-        return pickle.dumps(("error", text), protocol=pickle.HIGHEST_PROTOCOL)
-    part = reply[1]
-    if not isinstance(part, ChunkResult):
-        return pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-    total, is_tensor = part.total, type(part.total).__module__.split(".")[0] == "torch"
-    plain = {"total": None if total is None else (total.detach().cpu().numpy() if is_tensor else np.asarray(total)),
-             "tensor": is_tensor, "n_clients": int(part.n_clients), "width": int(part.width),
-             "seconds": float(part.seconds), "peak_rss_bytes": int(part.peak_rss_bytes)}
-    return pickle.dumps(("chunk", plain), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _read_plain_reply(data: bytes) -> Any:
-    """The value of a confined worker's reply, checked: a chunk's sum comes back a :class:`ChunkResult`."""
-    import io
-
-    try:
-        status, value = _PlainUnpickler(io.BytesIO(data)).load()
-        if status == "error":
-            raise MethodError(f"a client function failed in a worker process:\n{str(value)[-20000:]}")
-        if status == "ok" and value is None:
-            return None
-        if status != "chunk":
-            raise ValueError(f"reply {status!r}")
-        total = value["total"]
-        if total is not None and not (isinstance(total, np.ndarray) and total.dtype.kind in "fiu"):
-            raise ValueError("a chunk's sum that is not a numeric array")
-        if total is not None and value["tensor"]:
-            import torch
-
-            total = torch.from_numpy(np.array(total))
-        return ChunkResult(total, int(value["n_clients"]), int(value["width"]), float(value["seconds"]),
-                           int(value["peak_rss_bytes"]))
-    except (pickle.UnpicklingError, ValueError, TypeError, KeyError, EOFError, AttributeError) as exc:
-        raise MethodError(f"a confined client worker sent a reply that is not a chunk's sum ({exc})") from None
-
-
 def _worker_main(inbox: int, outbox: int, confined: bool = False) -> None:
     """A ``process`` worker (``python -c``, reading and writing the pipes ``inbox`` and ``outbox``): keeps the client
     store and the task it was last sent (none, after one that failed to load), runs chunks, returns their sums
-    (``confined``: as builtins and arrays only, see :func:`_plain_reply`)."""
+    (``confined``: as builtins and arrays only, see :func:`~largefedbench.client_views.plain_reply`)."""
     from multiprocessing.connection import Connection
 
     import cloudpickle
@@ -222,11 +175,11 @@ def _worker_main(inbox: int, outbox: int, confined: bool = False) -> None:
                 reply = ("ok", None)
             else:
                 reply = ("ok", clipped_chunk_sum(store, pickle.loads(raw), **task))
-            data = _plain_reply(reply, None) if confined else pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            data = plain_reply(reply, None) if confined else pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:  # noqa: BLE001 - whatever the client function raised goes back to the driver
             text = traceback.format_exc()
             if confined:
-                conn.send_bytes(_plain_reply(("error", None), text))
+                conn.send_bytes(plain_reply(("error", None), text))
                 continue
             try:
                 data = cloudpickle.dumps(("error", (exc, text)))
@@ -332,7 +285,7 @@ class ProcessExecutor:
         except (EOFError, OSError):
             self._died(w)
         if self._launcher is not None:  # its client function may have written the reply: nothing of it runs here
-            return _read_plain_reply(data)
+            return read_plain_reply(data)
         status, value = pickle.loads(data)
         if status == "error":
             exc, text = value
