@@ -376,8 +376,13 @@ def _check_bounded(part: Any, clip: float) -> None:
     (a client function patching it in its process) is caught here, before any noise is added to its sum."""
     if part.total is None:
         return
-    norm = float(np.linalg.norm(np.asarray(part.total.detach().cpu() if hasattr(part.total, "detach") else part.total,
-                                           dtype=np.float64)))
+    total = part.total.detach().cpu() if hasattr(part.total, "detach") else part.total
+    norm = float(np.linalg.norm(np.asarray(total, dtype=np.float64)))
+    if not np.isfinite(norm):  # finite rows (else zeroed) and clipped: the chunk's sum overflowed its dtype
+        raise PrivacyError(f"a chunk of {part.n_clients} clients summed to a non-finite vector: the clipped sum (each "
+                           f"entry at most {part.n_clients} × clip = {part.n_clients * clip:g}) overflowed "
+                           f"{total.dtype}; have the client function return float32 or float64 vectors, or lower "
+                           "the clip; nothing of it is released")
     if not norm <= part.n_clients * clip * (1 + 1e-2) + 1e-6:  # slack: rows clipped in bf16 round up to 2^-8
         raise PrivacyError(f"a chunk of {part.n_clients} clients returned a sum of norm {norm:.6g}, more than "
                            f"{part.n_clients} x clip ({clip:g}): its clipping was undone in the worker; nothing of it "

@@ -1,5 +1,7 @@
 """`lfb audit` adds leak canaries — train clients whose spans are random 12-letter words — and searches every output
-of each seed for them: a method whose client function smuggles text out (here through a temp file) stops the audit."""
+of each seed for them: a method whose client function smuggles text out (here through a temp file) stops the audit.
+The audit is the check behind the sandbox (whose confined workers cannot write where ``train`` reads), so the leak is
+run here with ``--sandbox off``, where the file reaches ``train``."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def test_old_audit_ids_are_kept_without_leak_canaries():
 def test_a_method_that_smuggles_client_text_through_a_file_stops_the_audit(tiny, tmp_path):
     _fd, _bundle, root = tiny
     request = EvalRequest(method=f"{BROKEN}:LeakyFile", seeds=(0,), epsilon=1.0, out=tmp_path / "board", home=root,
-                          progress=False)
+                          progress=False, sandbox="off")
     with pytest.raises(MethodError, match="a leak canary's secret word left the federation other than as a noised sum"):
         run_eval(request, log=lambda m: None, audit=Audit(canaries=4, leak_canaries=10, progress=False))
     assert not list((tmp_path / "board").glob("entries/**/*.json"))  # no entry written
