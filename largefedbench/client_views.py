@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -148,6 +149,41 @@ class ClientStore:
     def without_embeddings(self) -> ClientStore:
         """The clients alone (spans and metadata, read lazily): what an executor ships once per federation."""
         return ClientStore(self.clients)
+
+    def held(self, indices: np.ndarray) -> ClientStore:
+        """The clients ``indices`` alone, read into memory (no file behind it): a worker given it can reach no other
+        client's data. Their indices in it are ``0 … len - 1``, in this order; ids (so client seeds) are kept."""
+        indices = np.asarray(indices, dtype=np.int64)
+        ids = [self.ids[i] for i in indices]
+        clients = HeldClients(ids, self.spans(indices), self.metadata(indices))
+        if self.embeddings is None:
+            return ClientStore(clients)
+        vectors = np.array(self.embedding_rows(indices)[0])
+        offsets = np.concatenate([[0], np.cumsum(self.span_counts(indices))]).astype(np.int64)
+        return ClientStore(clients, HeldEmbeddings(vectors, offsets))
+
+
+@dataclass(frozen=True)
+class HeldEmbeddings:
+    """Span-embedding rows held in memory: client ``i`` owns ``vectors[offsets[i]:offsets[i + 1]]``."""
+
+    vectors: np.ndarray
+    offsets: np.ndarray
+
+
+class HeldClients:
+    """A few clients' spans and metadata held in memory, with a client split's ``ids``/``spans``/``client`` reads."""
+
+    def __init__(self, ids: Sequence[str], spans: Sequence[Sequence[str]], metadata: Sequence[dict[str, Any]]) -> None:
+        self.ids = list(ids)
+        self._spans = dict(zip(self.ids, (list(s) for s in spans)))
+        self._meta = dict(zip(self.ids, (dict(m) for m in metadata)))
+
+    def spans(self, client_id: str) -> list[str]:
+        return self._spans[client_id]
+
+    def client(self, client_id: str) -> SimpleNamespace:
+        return SimpleNamespace(meta=self._meta[client_id])
 
 
 class ChunkStore(ClientStore):
@@ -306,9 +342,25 @@ def _stack(rows: Sequence[Any]) -> Any:
     return np.stack([np.asarray(r) for r in rows])
 
 
+def seed_global_rngs(seed: int) -> None:
+    """Seed Python's, numpy's and (if loaded) torch's global generators from a client's seed: a per-client function
+    that draws from them (dropout, a shuffle) then gives a client the same vector whichever clients ran before it in
+    its worker, as the sensitivity probe (:mod:`largefedbench.sensitivity_probe`) requires."""
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:  # imported here even if the function has not yet: its first client draws from a seeded torch too
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)
+
+
 def clipped_chunk_sum(store: ClientStore, indices: np.ndarray, *, round_: int, fed_seed: int, client_fn: Callable,
-                      clip: float, batched: bool, shortcut: bool = True) -> ChunkResult:
-    """Run ``client_fn`` on the clients ``indices``, clip each client's vector to L2 ≤ ``clip``, return their sum."""
+                      clip: float, batched: bool, shortcut: bool = True, seed_globals: bool = False) -> ChunkResult:
+    """Run ``client_fn`` on the clients ``indices``, clip each client's vector to L2 ≤ ``clip``, return their sum
+    (``seed_globals``: seed the global generators from each client's seed before a per-client call)."""
     view = chunk_view(store, np.asarray(indices, dtype=np.int64), round_=round_, fed_seed=fed_seed)
     start = time.perf_counter()
     fast = exact_shortcut(client_fn) if batched and shortcut else None
@@ -320,6 +372,8 @@ def clipped_chunk_sum(store: ClientStore, indices: np.ndarray, *, round_: int, f
     elif len(view):
         total, width = None, 0
         for client in view.clients():  # one client's vector at a time; only the running sum is kept
+            if seed_globals:
+                seed_global_rngs(client.seed)
             part, width = _rows_clipped_sum(_stack([client_fn(client)]), clip, 1)
             total = part if total is None else total + part
     else:

@@ -76,6 +76,7 @@ class LocalExecutor:
     """Chunks one after another in this process."""
 
     name = "local"
+    confined = False  # client functions run in this process
 
     def start(self) -> None:
         """Nothing to start."""
@@ -204,6 +205,32 @@ class ProcessExecutor:
         self._cleanups: list[Callable[[], None]] = []
         self._readable: tuple[str, ...] = ()  # the store files confined workers were started able to read
 
+    @property
+    def confined(self) -> bool:
+        """Whether the workers start behind a launcher's guard (a sandboxed plug-in's run)."""
+        return self._launcher is not None
+
+    def isolated_sums(self, store: ClientStore, index_sets: Sequence[np.ndarray], **task: Any) -> list[ChunkResult]:
+        """Each of ``index_sets`` run as one chunk in a fresh worker of its own (through this executor's launcher),
+        holding only those clients' data in memory (:meth:`ClientStore.held`): no other client's spans, no store file,
+        nothing an earlier chunk left behind. The workers stop when their sums are back."""
+        solos: list[ProcessExecutor] = []
+        try:
+            for _ in index_sets:  # all spawned first: their interpreters start side by side
+                solo = ProcessExecutor(workers=1)
+                solo.confine(self._launcher)
+                solo.start(())
+                solos.append(solo)
+            results = []
+            for solo, indices in zip(solos, index_sets):
+                run = solo.map_chunks(store.held(indices), [np.arange(len(indices))], **task)
+                results.append(next(run))
+                run.close()
+            return results
+        finally:
+            for solo in solos:
+                solo.shutdown()
+
     def confine(self, launcher: Launcher | None) -> None:
         """Start the workers through ``launcher`` from now on (None: as plain processes); running workers stop, and
         the next release starts new ones. A launcher turns a worker's argv and environment into the confined
@@ -314,6 +341,8 @@ class ProcessExecutor:
 
         self._ship_store(store)
         _by_value_modules(cloudpickle, task.get("client_fn"))
+        if self.confined:  # the sensitivity probe replays clients elsewhere: a per-client call must not depend on order
+            task = dict(task, seed_globals=True)
         try:
             body = cloudpickle.dumps((task, _driver_threads()), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - what the client function holds decides whether it pickles
@@ -402,6 +431,7 @@ class RayExecutor:
     """Chunks as Ray tasks; see the module docstring."""
 
     name = "ray"
+    confined = False  # a sandboxed plug-in is refused on Ray (its workers cannot be confined)
 
     def __init__(self, address: str | None = None, *, num_cpus: int = 2, in_flight: int | None = None) -> None:
         if in_flight is not None and in_flight < 1:

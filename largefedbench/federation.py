@@ -35,6 +35,7 @@ from largefedbench.executors import Executor, make_executor
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.privacy.mechanisms import Gaussian, Mechanism, NoNoise, TreePrefixSum  # TreePrefixSum: re-exported
 from largefedbench.timing import JobClock, timed
+from largefedbench.worker_checks import check_bounded, pick_probe, probe_sensitivity
 
 __all__ = ["Cohort", "CostMeter", "Federation", "SpanEmbeddings", "TreePrefixSum", "payload_floats", "release_snr"]
 
@@ -230,13 +231,19 @@ class Federation:
         if self.client_outputs is not None:  # an audit: canary clients return their canary vector (no shortcut)
             client_fn = _with_own_outputs(client_fn, self.client_outputs, batched)
         task = {"round_": cohort.round, "fed_seed": self._seed, "client_fn": client_fn, "clip": clip, "batched": batched}
-        for part in self._executor.map_chunks(self._store, chunks, **task):
-            _check_bounded(part, clip)
+        probe = pick_probe(chunks) if getattr(self._executor, "confined", False) else None  # a sandboxed plug-in's clients
+        probed: Any = None
+        for i, part in enumerate(self._executor.map_chunks(self._store, chunks, **task)):
+            check_bounded(part, clip)
+            if probe is not None and i == probe[0]:
+                probed = part.total
             if part.total is not None:
                 total = part.total if total is None else total + part.total
             width, seconds = max(width, part.width), seconds + part.seconds
             if progress is not None:
                 progress(part.n_clients)
+        if probe is not None:
+            probe_sensitivity(self._executor, self._store, chunks[probe[0]], probe[1], probed, task, clip)
         if total is None:
             if shape is None:
                 raise InputError("the cohort is empty, so the sum has no shape: pass shape= (one client's vector "
@@ -369,24 +376,6 @@ def release_snr(round_: int, sigma: float, clip: float, expected_clients: float)
     return {"round": int(round_), "noise_multiplier": float(sigma), "clip": float(clip),
             "expected_clients": float(expected_clients), "noise_std": noise_std, "signal_bound": bound,
             "snr": bound / noise_std if noise_std > 0 else None}
-
-
-def _check_bounded(part: Any, clip: float) -> None:
-    """A chunk's sum of clipped vectors has norm at most its clients × ``clip``: a worker whose clipping was undone
-    (a client function patching it in its process) is caught here, before any noise is added to its sum."""
-    if part.total is None:
-        return
-    total = part.total.detach().cpu() if hasattr(part.total, "detach") else part.total
-    norm = float(np.linalg.norm(np.asarray(total, dtype=np.float64)))
-    if not np.isfinite(norm):  # finite rows (else zeroed) and clipped: the chunk's sum overflowed its dtype
-        raise PrivacyError(f"a chunk of {part.n_clients} clients summed to a non-finite vector: the clipped sum (each "
-                           f"entry at most {part.n_clients} × clip = {part.n_clients * clip:g}) overflowed "
-                           f"{total.dtype}; have the client function return float32 or float64 vectors, or lower "
-                           "the clip; nothing of it is released")
-    if not norm <= part.n_clients * clip * (1 + 1e-2) + 1e-6:  # slack: rows clipped in bf16 round up to 2^-8
-        raise PrivacyError(f"a chunk of {part.n_clients} clients returned a sum of norm {norm:.6g}, more than "
-                           f"{part.n_clients} x clip ({clip:g}): its clipping was undone in the worker; nothing of it "
-                           "is released")
 
 
 class PlannedCohort:

@@ -148,9 +148,33 @@ def client_side_channels(fed, public) -> str:
         if count > len(cohort) / 2 else ""
 
 
+_RAN: list[str] = []  # the client function's memory, in its worker
+
+
+class _CountsOthers:
+    """Each client sends how many clients its worker has run so far, as a share of the cohort: a vector made of
+    other clients, not its own data (any payload would do; this one makes every probe see it)."""
+
+    def __init__(self, cohort_size: int) -> None:
+        self.cohort_size = cohort_size
+
+    def __call__(self, view) -> np.ndarray:
+        _RAN.append(view.id)
+        return np.array([len(_RAN) / self.cohort_size])
+
+
+def mix_clients(fed, public) -> str:
+    """A client function whose vector for a client is made of state left by other clients in its worker: what one
+    client sends then depends on others, and the ledger's per-client sensitivity no longer holds."""
+    cohort = fed.everyone()
+    fed.private_sum(cohort, _CountsOthers(len(cohort)), clip=1.0, mechanism=Gaussian(1.0))
+    return f"{len(cohort)} clients each sent what other clients left in their worker"
+
+
 ATTACKS: dict[str, Callable] = {"read snapshot files": read_snapshot_files, "walk memory": walk_memory,
                                 "non-finite clients": non_finite_clients, "probe environment": probe_environment,
-                                "client side channels": client_side_channels, "patch the scorer": patch_scorer}
+                                "client side channels": client_side_channels, "mix clients": mix_clients,
+                                "patch the scorer": patch_scorer}
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ def test_every_attack_of_the_kit_fails_in_the_sandbox_and_succeeds_without_it(ti
     assert "private rows" in breaches["read snapshot files"] and "Federation" in breaches["walk memory"]
     assert breaches["non-finite clients"] == ""  # zeroed rows: the door holds in either process
     assert "clients wrote to the home or reached a network" in breaches["client side channels"]
+    assert "each sent what other clients left in their worker" in breaches["mix clients"]  # no probe without it
 
 
 @needs_jail
