@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, is_dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -269,12 +270,14 @@ def resolve_method(name: str) -> ResolvedMethod:
     return ResolvedMethod(cls, getattr(cls, "__module__", "?"), _version_of(cls))
 
 
-def list_methods() -> list[MethodInfo]:
-    """Every registered method with paper, output kind and status; a method that fails to import says why."""
+def list_methods(describe: Callable[[str], type] | None = None) -> list[MethodInfo]:
+    """Every registered method with paper, output kind and status; a method that fails to load says why. A plug-in
+    is imported here, or given to ``describe`` (its name -> a class with its contract attributes) where it must not be
+    (``lfb methods`` describes plug-ins in their sandbox)."""
     rows = []
     for name, (target, source) in _all_targets().items():
         try:
-            cls = get_method(name)
+            cls = get_method(name) if describe is None or source == "built-in" else describe(name)
         except Exception as exc:  # noqa: BLE001 - a broken plug-in must not hide the others
             rows.append(MethodInfo(name, target, source, status="broken", error=str(exc)))
             continue

@@ -209,3 +209,25 @@ def test_every_committed_entry_of_a_built_in_names_the_class_it_resolves_to_toda
         assert targets == {resolve_method(name).target}, f"{name}: entries record {targets}"
     assert resolve_method("fedbis").target == "largefedbench.methods.fedbiscuit:FedBis"
     assert resolve_method("fedbiscuit").target == "largefedbench.methods.fedbiscuit:FedBiscuit"
+
+
+def test_lfb_methods_lists_plugins_as_their_sandbox_describes_them(entry_point_plugins, monkeypatch, capsys):
+    """`lfb methods` imports the built-ins only: a plug-in's row comes from its own sandboxed process (an import here
+    would have raised), a broken one still says why."""
+    import json
+
+    from largefedbench.cli import main
+
+    builtin_only = registry.get_method
+
+    def no_plugins(name):
+        if name not in BUILTIN_METHODS:
+            raise AssertionError(f"the CLI imported the plug-in {name}")
+        return builtin_only(name)
+
+    monkeypatch.setattr(registry, "get_method", no_plugins)
+    assert main(["methods", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["echo"]["status"] == "runnable" and rows["echo"]["output"] == "synthetic text"
+    assert rows["not-a-method"]["status"] == "broken" and "imported the plug-in" not in rows["not-a-method"]["error"]
+    assert all(rows[name]["status"] == "runnable" for name in BUILTIN_METHODS)

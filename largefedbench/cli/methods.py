@@ -14,7 +14,7 @@ def cmd_methods(args) -> int:
 
     if args.name:
         return _method_settings(args)
-    rows = [m.to_dict() for m in list_methods()]
+    rows = [m.to_dict() for m in list_methods(describe=_described_class)]
 
     def line(r: dict) -> str:
         detail = r["paper"] if r["status"] != "broken" else f"cannot load: {r['error']}"
@@ -24,19 +24,36 @@ def cmd_methods(args) -> int:
     return _show(args, rows, lambda: "\n".join([f"{'name':<20}{'output':<16}{'status':<10}paper", *map(line, rows)]))
 
 
+def _described(name: str):
+    """A plug-in as its own sandboxed process describes it (the home hidden, as under ``lfb eval``); never imported."""
+    from largefedbench.paths import lfb_home
+    from largefedbench.run.described import describe_method
+
+    home = lfb_home()
+    return describe_method(name, preset="paper", overrides={}, home=home, hidden=[home])
+
+
+def _described_class(name: str) -> type:
+    return _described(name).cls
+
+
 def _method_settings(args) -> int:
     """``lfb methods NAME``: the method's paper, output and every setting with its value in each preset."""
     import inspect
 
-    from largefedbench.registry import resolve_method
+    from largefedbench.registry import method_target, resolve_method
     from largefedbench.run.presets import PRESETS, settings_table
 
-    method = resolve_method(args.name)
-    cls = method.cls
-    doc = inspect.getdoc(cls.Config) or ""
+    if method_target(args.name)[1] == "built-in":
+        method = resolve_method(args.name)
+        cls, configs = method.cls, None
+        doc = inspect.getdoc(cls.Config) or ""
+    else:  # a plug-in is described by its own sandboxed process, never imported here
+        method = _described(args.name)
+        cls, configs, doc = method.cls, method.presets, method.config_doc
     info = {"name": cls.name, "paper": cls.paper, "output": cls.output, "source": method.source,
             "version": method.version, "config": cls.Config.__name__, "config_doc": doc,
-            "settings": settings_table(cls)}
+            "settings": settings_table(cls, configs)}
 
     def text() -> str:
         def cell(v) -> str:

@@ -38,6 +38,8 @@ class DescribedMethod(ResolvedMethod):
     folders: tuple[str, ...] = ()
     config: Any = None
     file: Path | None = None
+    presets: Any = None  # each preset's configuration as JSON (None where the method has none)
+    config_doc: str = ""
 
 
 def plugin_code(target: str) -> tuple[str, list[str], Path | None]:
@@ -163,5 +165,10 @@ def describe_method(name: str, *, preset: str, overrides: dict[str, str], home: 
         raise MethodError(f"{target}: its description does not make a method class here ({exc})") from None
     dist = distribution_of(d["module"])
     version = (dist.version if dist is not None else None) or d["attributes"].get("version") or "unversioned"
+    presets, doc = d.get("presets"), d.get("config_doc")
+    if not (isinstance(presets, dict) and all(isinstance(v, (dict, type(None))) for v in presets.values())
+            and isinstance(doc, str)):
+        raise MethodError(f"{target}: its process described its presets as {type(presets).__name__} and its Config's "
+                          f"docstring as {type(doc).__name__}, not a dict of configurations and a str")
     return DescribedMethod(cls, d["module"], str(version), reference=reference, folders=tuple(folders),
-                           config=config, file=file)
+                           config=config, file=file, presets=presets, config_doc=doc)

@@ -32,13 +32,15 @@ DESCRIBED = ("name", "paper", "output", "status", "fixed_epsilon", "needs_span_e
 
 def describe(init: dict[str, Any]) -> dict[str, Any]:
     """The method ``init["method"]`` names as the harness records it, imported here so the harness never imports it:
-    its contract attributes, its class's module and name, its Config's fields and the configuration of
-    ``init["preset"]`` with ``init["overrides"]`` (checked here: a bad override is the user's error)."""
+    its contract attributes, its class's module and name, its Config's fields and docstring, the configuration of
+    ``init["preset"]`` with ``init["overrides"]`` (checked here: a bad override is the user's error) and each preset's
+    (for ``lfb methods NAME``)."""
     import dataclasses
+    import inspect
 
     from largefedbench.config_overrides import config_from_overrides, config_json
     from largefedbench.registry import get_method
-    from largefedbench.run.presets import preset_config
+    from largefedbench.run.presets import PRESETS, preset_config, preset_or_none
     from largefedbench.run.seed_result import jsonable
 
     sys.path[:0] = [p for p in init.get("sys_path", []) if p not in sys.path]
@@ -49,7 +51,9 @@ def describe(init: dict[str, Any]) -> dict[str, Any]:
     module = sys.modules.get(cls.__module__)
     return {"op": "described", "module": cls.__module__, "qualname": cls.__qualname__,
             "file": getattr(module, "__file__", None), "attributes": jsonable({a: getattr(cls, a) for a in DESCRIBED}),
-            "config_class": cls.Config.__name__, "fields": fields, "config": config_json(config)}
+            "config_class": cls.Config.__name__, "fields": fields, "config": config_json(config),
+            "config_doc": inspect.getdoc(cls.Config) or "",
+            "presets": {p: None if (c := preset_or_none(cls, p)) is None else config_json(c) for p in PRESETS}}
 
 
 def run(channel, init: dict[str, Any]) -> dict[str, Any]:

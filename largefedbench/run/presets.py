@@ -53,11 +53,14 @@ def preset_or_none(method_cls: type, preset: str) -> Any:
         return None
 
 
-def settings_table(method_cls: type) -> list[dict[str, Any]]:
+def settings_table(method_cls: type, configs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every setting of the method's Config (what ``lfb eval --set KEY=VALUE`` takes): its type and its value in each
-    preset, in the Config's field order (``lfb methods NAME``)."""
-    configs = {preset: preset_or_none(method_cls, preset) for preset in PRESETS}
-    values = {preset: config_to_dict(cfg) if cfg is not None else {} for preset, cfg in configs.items()}
+    preset, in the Config's field order (``lfb methods NAME``). ``configs``: each preset's configuration or its JSON
+    (None where the method has none) when the class cannot make them here (a plug-in described by its sandbox)."""
+    if configs is None:
+        configs = {preset: preset_or_none(method_cls, preset) for preset in PRESETS}
+    values = {preset: {} if (cfg := configs.get(preset)) is None else cfg if isinstance(cfg, dict) else config_to_dict(cfg)
+              for preset in PRESETS}
     return [{"setting": f.name, "type": f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type)),
              **{preset: values[preset].get(f.name) for preset in PRESETS}}
             for f in dataclasses.fields(method_cls.Config)]

@@ -163,6 +163,28 @@ def test_a_plugin_is_described_by_its_sandbox_and_never_imported_by_the_harness(
                             home=root, out=tmp_path / "board", progress=False))
 
 
+@needs_jail
+def test_lfb_methods_shows_a_plugins_settings_from_its_sandbox_without_importing_it(tmp_path, capsys):
+    import json
+
+    import largefedbench.evaluation.accuracy as accuracy
+    from largefedbench.cli import main
+    from largefedbench.registry import file_module_name
+
+    marker = f"LFB_TEST_IMPORTED_{os.getpid()}"
+    plugin = tmp_path / "shown_attack.py"
+    plugin.write_text("import os\nfrom largefedbench.testing.attacks import AttackKit, patch_scorer\n"
+                      f"os.environ[{marker!r}] = '1'\npatch_scorer(None, None)\n"
+                      "class Shown(AttackKit):\n    name = 'shown-attack'\n")
+    scorer = accuracy.next_token_accuracy
+    assert main(["methods", f"{plugin}:Shown", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert marker not in os.environ and accuracy.next_token_accuracy is scorer
+    assert file_module_name(plugin) not in sys.modules
+    assert info["name"] == "shown-attack" and info["source"] == file_module_name(plugin)
+    assert info["settings"] == [{"setting": "n_texts", "type": "int", "paper": 64, "cpu": 64, "tiny": 16}]
+
+
 def test_a_checkpoint_cannot_name_a_federation_state_the_harness_did_not_save(tmp_path):
     from largefedbench.sandbox.server import _Server
 
