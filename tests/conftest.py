@@ -127,7 +127,8 @@ def embedded_federation(fd, bundle, seed: int = 0):
 
     from largefedbench.federation import Federation, SpanEmbeddings
 
-    vectors = bundle.span_embeddings(fd, "train", progress=False)
+    with built_once(bundle.root, "train-embeddings") if bundle.root else contextlib.nullcontext():
+        vectors = bundle.span_embeddings(fd, "train", progress=False)  # cached under the root: one worker computes
     offsets = np.concatenate([[0], np.cumsum(fd.train.span_counts())])
     fed = Federation(fd.train, seed=seed, embeddings=SpanEmbeddings(vectors, offsets))
     fed.selection = selection_for((fd, bundle, None), seed)

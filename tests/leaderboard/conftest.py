@@ -99,12 +99,23 @@ def produced(example_site, tiny, tmp_path_factory):
     """One real entry: `lfb eval` of the example plug-in on the demo (tiny profile, seed 0), made once per session.
 
     One seed keeps the session short (each extra seed costs a non-private reference training); ranked, 3-seed
-    entries are derived from it with every derived number recomputed (see entry_variants.py)."""
+    entries are derived from it with every derived number recomputed (see entry_variants.py). Under pytest-xdist
+    one worker runs the seed; each other worker's `lfb eval` resumes from a copy of the stored seed (the run's
+    ``.runs`` folder, as a re-run of the same command does) and writes the entry into a board of its own."""
+    from conftest import built_once
+
     _fd, _bundle, root = tiny
     board = tmp_path_factory.mktemp("produced-board")
-    with _on_path(example_site):
-        return run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, home=root, progress=False,
-                                    command=f"lfb eval --method {EXAMPLE} --seeds 0"), log=lambda m: None)
+    stored = root / "produced-runs"
+    with _on_path(example_site), built_once(root, "produced"):
+        if stored.is_dir():
+            shutil.copytree(stored, board / ".runs")
+        result = run_eval(EvalRequest(method=EXAMPLE, seeds=(0,), out=board, home=root, progress=False,
+                                      command=f"lfb eval --method {EXAMPLE} --seeds 0"), log=lambda m: None)
+        if not stored.is_dir():
+            shutil.copytree(board / ".runs", stored.with_name(".produced-runs.partial"), dirs_exist_ok=True)
+            stored.with_name(".produced-runs.partial").rename(stored)
+        return result
 
 
 @pytest.fixture()

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow
 #: smaller than Config.tiny() where it is cheap to be, so the five runs stay short
 FAST = {
     "dp-resample": {"pool_size": "120", "max_pool_size": "180", "pool_growth": "60", "n_synthetic": "80"},
-    "fedbis": {"rounds": "2", "n_dpo_prompts": "6", "n_synthetic": "60"},
-    "fedbiscuit": {"rounds": "5", "n_dpo_prompts": "6", "n_synthetic": "60"},
+    "fedbis": {"rounds": "2", "sample_rate": "0.01", "n_dpo_prompts": "6", "n_synthetic": "60"},
+    "fedbiscuit": {"rounds": "5", "sample_rate": "0.01", "n_dpo_prompts": "6", "n_synthetic": "60"},
     "weak-client-voting": {"rounds": "2", "n_generated": "120"},
     "ctcl": {"dp_steps": "2", "public_pretrain_steps": "20", "n_synthetic": "60"},
 }

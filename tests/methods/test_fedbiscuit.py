@@ -411,13 +411,14 @@ def _check_ledger(method, cfg, fed, info, budget):
 @pytest.mark.slow
 def test_fedbis_end_to_end_and_its_resumes_after_the_selectors_and_after_dpo(tiny, tmp_path, monkeypatch):
     """FedBis with the cpu preset's two speed settings: bf16 selector training and DPO micro-batches whose gradients
-    are accumulated (an optimizer step every 3 micro-batches of 2 pairs). Killed after the last selector round, then
-    after DPO, it ends with the texts, info and ledger of a run never killed; a resume in DPO builds no pair pool (the
-    minutes of generation and frozen layers the selector rounds need), a resume after DPO runs no DPO."""
+    are accumulated (an optimizer step every 3 micro-batches of 2 pairs), on 2 selector rounds of ~16 clients. Killed
+    after the last selector round, then after DPO, it ends with the texts, info and ledger of a run never killed; a
+    resume in DPO builds no pair pool (the minutes of generation and frozen layers the selector rounds need), a resume
+    after DPO runs no DPO."""
     from conftest import Killed, killed_after
 
     cfg = dataclasses.replace(FedBisConfig.tiny(), selector_dtype="bfloat16", dpo_batch_size=2,
-                              dpo_gradient_accumulation=3)
+                              dpo_gradient_accumulation=3, rounds=2, sample_rate=0.01)
     fed, art = train_end_to_end(tiny, tmp_path / "a", FedBis(), cfg, BUDGET)
     assert art.kind == "synthetic text" and len(art.texts) >= 0.8 * cfg.n_synthetic
     _check_ledger(FedBis(), cfg, fed, art.info, BUDGET)

@@ -265,50 +265,6 @@ def test_presets_follow_the_profile_and_a_missing_cpu_preset_is_refused():
         preset_config(POPri, "huge")
 
 
-def test_a_synthetic_entry_reports_its_gain_over_the_generator_only_row_and_window_novel_accuracy(tiny, tmp_path):
-    from largefedbench.leaderboard.validate import validate_paths
-
-    _fd, _bundle, root = tiny
-    logs: list[str] = []
-    result = run_eval(EvalRequest(method="popri", seeds=(0,), epsilon=4, out=tmp_path, home=root, progress=False),
-                      log=logs.append)
-    m = result.entry.metrics
-    assert m.reference_generator_only is not None  # computed here or cached by an earlier run on this home
-    assert m.gain_over_generator_only.per_seed[0] == pytest.approx(
-        m.next_token_accuracy.top1.per_seed[0] - m.reference_generator_only.top1.per_seed[0])
-    w = m.window_novel
-    assert w is not None and w.n_tokens > 0 and w.n_test_positions > 0 and w.k == 3.0
-    assert 0 <= w.top1.mean <= 1 and w.reference_public <= 1
-    assert m.topic_share is not None  # the demo knows its window's topics
-    assert 0 < m.unigram_jsd.mean < 1 and -1 <= m.pairwise_cosine.mean < 1  # the samples' vocabulary and diversity
-    assert math.isfinite(m.public_loss_vs_clients.mean)  # how familiar the samples are to the ε = 0 model
-    assert result.entry.public is None and result.entry.public_kind == "split"  # tiny: the snapshot's public split
-    report, = validate_paths([result.path])
-    assert report.valid, [f.message for f in report.findings]
-    # the seed keeps its downstream fine-tuning's epochs: the kept one is the first with the best validation top-1
-    stored = json.loads(next(tmp_path.glob(".runs/popri--*/seed-0/result.json")).read_text())
-    assert stored["precision"] == result.entry.environment.precision  # each seed records what it sampled in
-    tuned = stored["downstream"]
-    assert tuned["epochs"] == len(tuned["validation_top1"]) - 1 >= 1
-    assert tuned["best_epoch"] == tuned["validation_top1"].index(max(tuned["validation_top1"]))
-    assert tuned["validation_top1"][tuned["best_epoch"]] == pytest.approx(stored["validation"]["top1"], abs=1e-6)
-    # every choice on the validation clients is recorded: POPri's lowest-FID round, the epoch
-    (rounds, epoch) = stored["selections"]
-    assert rounds["by"] == "method" and rounds["metric"] == "fid" and rounds["on"] == "private"
-    assert rounds["candidates"] == result.entry.config.method["rounds"] + 1  # every round, and the state after them
-    assert epoch == {"by": "harness", "what": "downstream epoch", "metric": "top1", "chosen": tuned["best_epoch"],
-                     "candidates": tuned["epochs"] + 1, "on": "private"}
-    sel = result.entry.selection
-    assert sel.on == "private" and [r.model_dump() for r in sel.per_seed[0]] == stored["selections"]
-    assert result.entry.selected_on_private and "--select-on" not in result.entry.config.command
-
-    # the no-signal row is a method of its own too: ε = 0, nothing released, the untouched generator's text
-    row = run_eval(EvalRequest(method="generator-only", seeds=(0,), out=tmp_path, home=root, progress=False),
-                   log=lambda line: None)
-    assert row.entry.privacy.epsilon == 0.0 and row.entry.privacy.ledgers[0]["events"] == []
-    assert row.entry.metrics.next_token_accuracy.top1.mean == pytest.approx(m.reference_generator_only.top1.mean)
-
-
 def test_the_public_models_loss_on_synthetic_text_is_measured_against_its_loss_on_the_clients(tiny, lfb_home):
     """0 on the validation spans themselves; below 0 on the public split the ε = 0 model was pretrained on (nothing
     there to teach it); the ε = 0 model's mean loss on the texts, minus the clients'."""
@@ -347,63 +303,6 @@ def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny
     assert any("computing the public reference" in line for line in logs)
     np_top1 = result.entry.metrics.reference_non_private.top1.per_seed[0]
     assert np_top1 == result.entry.metrics.next_token_accuracy.top1.per_seed[0]
-
-
-def test_a_seed_killed_while_its_output_is_evaluated_resumes_without_running_the_method_again(tiny, tmp_path,
-                                                                                              monkeypatch):
-    """The method's output and its federation (ledger, costs) are kept once it returns: a kill in the downstream
-    training or evaluation resumes there, and the entry is the one an uninterrupted run writes."""
-    from conftest import Killed
-
-    from largefedbench.contract import PublicResources
-    from largefedbench.run.evaluator import Evaluator
-    from largefedbench.run.seed import METHOD_OUTPUT, PRECISION_STAMP
-
-    _fd, _bundle, root = tiny
-    request = dict(method="dp-fedavg", seeds=(0,), epsilon=4, home=root, progress=False, overrides={"rounds": "2"})
-    whole = run_eval(EvalRequest(**request, out=tmp_path / "whole"), log=lambda line: None)
-
-    test_metrics = Evaluator.test_metrics
-
-    def dies(self, *args, **kwargs):  # the test-set evaluation comes only after the method has returned
-        raise Killed
-
-    monkeypatch.setattr(Evaluator, "test_metrics", dies)
-    save_round, stamped = PublicResources.save_round, []
-
-    def stamped_before(self, *args, **kwargs):  # each round checkpoint is written after the seed's precision stamp
-        stamped.append((self.run_dir / PRECISION_STAMP).exists())
-        return save_round(self, *args, **kwargs)
-
-    monkeypatch.setattr(PublicResources, "save_round", stamped_before)
-    with pytest.raises(Killed):
-        run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
-    kept = list((tmp_path / "killed" / ".runs").glob(f"*/seed-0/{METHOD_OUTPUT}"))
-    assert len(kept) == 1 and stamped and all(stamped)
-    stamp = kept[0].parent / PRECISION_STAMP  # written before the method ran: what its round checkpoints are made in
-    assert json.loads(stamp.read_text()) == whole.entry.environment.precision
-    monkeypatch.setattr(Evaluator, "test_metrics", test_metrics)
-    logs: list[str] = []
-    resumed = run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=logs.append)
-    assert any("had finished; evaluating what it produced" in line for line in logs), logs
-    assert not any(": running dp-fedavg" in line for line in logs)
-    assert not kept[0].exists() and not stamp.exists()  # gone once the seed's result is stored
-    assert resumed.entry.entry_id == whole.entry.entry_id
-    assert resumed.entry.metrics.next_token_accuracy == whole.entry.metrics.next_token_accuracy
-    assert resumed.entry.privacy.ledgers == whole.entry.privacy.ledgers
-    assert resumed.entry.privacy.epsilon == whole.entry.privacy.epsilon
-    # the method's choice (DP-FedAvg's best round of 0..2 by validation top-1) is kept with its output
-    (best,) = whole.entry.selection.per_seed[0]
-    assert (best.by, best.metric, best.candidates, best.on) == ("method", "top1", 3, "private")
-    scores = [(h["validation_top1"], -h["round"]) for h in whole.entry.history[0] if "validation_top1" in h]
-    assert best.chosen == -max(scores)[1]  # the first round with the best validation top-1
-    assert resumed.entry.selection == whole.entry.selection
-    # the run checks its seeds' precision before any work: a seed made in another one is not pooled into the entry
-    done = next((tmp_path / "killed" / ".runs").glob("*/seed-0/result.json"))
-    done.write_text(json.dumps({**json.loads(done.read_text()), "precision": {"generation": "float16",
-                                                                               "training": "float16"}}))
-    with pytest.raises(InputError, match=r"seed-0/result.json was made sampling in float16 and training in float16"):
-        run_eval(EvalRequest(**request, out=tmp_path / "killed"), log=lambda line: None)
 
 
 def test_a_method_output_of_another_version_is_not_reused(tmp_path):
