@@ -59,7 +59,7 @@ def honest_batched(chunk):
 def _confined() -> ProcessExecutor:
     """A process executor whose workers start through a launcher that adds no guard: the probe runs as it does for a
     sandboxed plug-in (whose launcher also jails the workers)."""
-    executor = ProcessExecutor(workers=2)
+    executor = ProcessExecutor(workers=1)
     executor.confine(lambda argv, env, files: (argv, env, lambda: None))
     return executor
 
@@ -82,7 +82,7 @@ def test_a_client_function_that_mixes_clients_has_its_release_refused(split, cli
         assert not fed.ledger.events  # nothing was released
     finally:
         executor.shutdown()
-    plain = ProcessExecutor(workers=2)  # the same functions go through where the workers are not confined
+    plain = ProcessExecutor(workers=1)  # the same functions go through where the workers are not confined
     try:
         fed = Federation(clients, embeddings=emb, seed=1, executor=plain)
         fed.private_sum(fed.everyone(), client_fn, clip=1.0, mechanism=Gaussian(1.0), batched=batched, chunk_clients=8)
