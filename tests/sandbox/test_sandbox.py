@@ -185,6 +185,17 @@ def test_lfb_methods_shows_a_plugins_settings_from_its_sandbox_without_importing
     assert info["settings"] == [{"setting": "n_texts", "type": "int", "paper": 64, "cpu": 64, "tiny": 16}]
 
 
+def test_the_precision_settings_reach_the_methods_process(monkeypatch):
+    """The entry records the precision the harness resolved: a sandboxed method (and its client workers) must run in
+    it, so both settings pass into their environment."""
+    from largefedbench.models.precision import ENV_VAR, TRAINING_ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, "float32")
+    monkeypatch.setenv(TRAINING_ENV_VAR, "float32")
+    env = kept_environment()
+    assert env[ENV_VAR] == "float32" and env[TRAINING_ENV_VAR] == "float32"
+
+
 def test_a_checkpoint_cannot_name_a_federation_state_the_harness_did_not_save(tmp_path):
     from largefedbench.sandbox.server import _Server
 
