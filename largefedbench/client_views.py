@@ -343,9 +343,10 @@ def _stack(rows: Sequence[Any]) -> Any:
 
 
 def seed_global_rngs(seed: int) -> None:
-    """Seed Python's, numpy's and (if loaded) torch's global generators from a client's seed: a per-client function
-    that draws from them (dropout, a shuffle) then gives a client the same vector whichever clients ran before it in
-    its worker, as the sensitivity probe (:mod:`largefedbench.sensitivity_probe`) requires."""
+    """Seed Python's, numpy's and (where installed) torch's global generators from a client's seed: a per-client
+    function that draws from them (dropout, a shuffle) then gives a client the same vector whichever clients ran
+    before it in its worker, as the sensitivity probe (:func:`largefedbench.worker_checks.probe_sensitivity`)
+    requires."""
     import random
 
     random.seed(seed)
