@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import io
 import pickle
+import re
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -389,6 +390,11 @@ _PLAIN_NUMPY = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiar
                 ("numpy", "ndarray"), ("numpy", "dtype")}
 
 
+#: a dotted module name, and how many a spare worker's reply may name (see ``executors.ProcessExecutor._restock``)
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+MAX_PRELOADS = 5000
+
+
 class _PlainUnpickler(pickle.Unpickler):
     """Reads only builtins and plain numpy arrays: a confined worker's reply, which its client function could forge,
     can name no other class or function to run here."""
@@ -422,6 +428,8 @@ def read_plain_reply(data: bytes) -> Any:
             raise MethodError(f"a client function failed in a worker process:\n{str(value)[-20000:]}")
         if status == "ok" and value is None:
             return None
+        if status == "modules":  # what a probe's spare imported with the task: names, preloaded by the next spares
+            return [m for m in value[:MAX_PRELOADS] if isinstance(m, str) and MODULE_NAME.fullmatch(m)]
         if status != "chunk":
             raise ValueError(f"reply {status!r}")
         total = value["total"]

@@ -428,10 +428,10 @@ def test_lfb_eval_on_ray_stages_the_embeddings_from_their_cache(tiny, tmp_path, 
 def test_a_worker_replacing_its_task_every_release_does_not_grow(monkeypatch):
     """Each release sends every worker a new task; an adapter method's holds the whole model. The worker drops the old
     task before loading the new one and hands the freed heap back, so its peak stays where the first task put it."""
-    from largefedbench import executors
+    from largefedbench import process_executor
     from largefedbench.client_views import ClientStore
 
-    monkeypatch.setattr(executors, "_driver_threads", lambda: None)  # no torch import in the worker after task 1
+    monkeypatch.setattr(process_executor, "_driver_threads", lambda: None)  # no torch import in the worker after task 1
     clients, emb = small_split(4, seed=2)
     store, executor = ClientStore(clients, emb), ProcessExecutor(workers=1)
     peaks = []

@@ -124,3 +124,22 @@ def test_a_function_random_outside_client_rng_is_told_how_to_be_reproducible(spl
             fed.private_sum(fed.everyone(), unseeded, clip=50.0, mechanism=Gaussian(1.0), batched=True)
     finally:
         executor.shutdown()
+
+
+def test_the_probe_runs_in_spare_workers_started_before_it_and_replaced_after(split):
+    """The probe's fresh workers are started beside the release (interpreter and torch loaded by the time it comes),
+    hold nothing before it, are replaced once used, and all exit with the executor."""
+    clients, emb = split
+    executor = _confined()
+    try:
+        fed = Federation(clients, embeddings=emb, seed=1, executor=executor)
+        fed.private_sum(fed.everyone(), honest_batched, clip=10.0, mechanism=NoNoise(), batched=True, chunk_clients=5)
+        spares = list(executor._spares)
+        assert len(spares) == ProcessExecutor.SPARES and all(s._shipped == [None] for s in spares)  # sent nothing
+        fed.private_sum(fed.everyone(), honest_batched, clip=10.0, mechanism=NoNoise(), batched=True, chunk_clients=5)
+        assert not {id(s) for s in spares} & {id(s) for s in executor._spares}  # the second probe used them
+        assert {id(s) for s in spares} <= {id(s) for s in executor._retired}
+        procs = [p for s in [*executor._spares, *executor._retired] for p, _ in s._procs]
+    finally:
+        executor.shutdown()
+    assert all(p.poll() is not None for p in procs)

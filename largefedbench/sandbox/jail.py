@@ -33,7 +33,8 @@ _UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork"
 _DROP_CAPS = ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
 #: environment variables the method's process keeps (models, threads, offline switches); nothing else crosses
 KEPT_ENV = ("LFB_HOME", "LFB_SPAN_TOKENIZER", "LFB_GENERATION_DTYPE", "LFB_TRAINING_DTYPE", "HF_HOME", "HF_HUB_OFFLINE",
-            "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+            "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS",
+            "TOKENIZERS_PARALLELISM",
             "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 

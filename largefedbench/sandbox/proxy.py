@@ -96,7 +96,7 @@ class FederationProxy:
                     broadcast: Any = None, progress: Callable[[int], None] | None = None) -> Any:
         import cloudpickle
 
-        from largefedbench.executors import _by_value_modules
+        from largefedbench.process_executor import _by_value_modules
 
         if not isinstance(mechanism, Mechanism):
             raise InputError(f"mechanism={mechanism!r} must be a mechanism from largefedbench.privacy.mechanisms")

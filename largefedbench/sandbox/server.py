@@ -236,7 +236,8 @@ def worker_launcher(*, home: Path, hidden: list[Path], code: list[str]):
     def launch(argv: list[str], env: dict[str, str], files: Sequence[str]):
         root = tempfile.mkdtemp(prefix="lfb-worker-jail-")
         confined = jailed_command(argv, root=root, read_only=[*readable, *files], writable=[], hidden=hide,
-                                  env=kept_environment({"PYTHONPATH": env.get("PYTHONPATH", "")}))
+                                  env=kept_environment({k: env[k] for k in ("PYTHONPATH", "OMP_NUM_THREADS",
+                                                                            "MKL_NUM_THREADS") if k in env}))
         return confined, None, lambda: os.rmdir(root)
 
     return launch
