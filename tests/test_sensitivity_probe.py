@@ -93,17 +93,27 @@ def test_a_client_function_that_mixes_clients_has_its_release_refused(split, cli
 
 @pytest.mark.parametrize("client_fn,batched", [(honest_global_draws, False), (honest_batched, True)])
 def test_an_honest_client_function_passes_the_probe_with_the_same_sum(split, client_fn, batched):
+    """... and the probe's fresh workers are spares started beside the release, sent nothing before it, replaced once
+    used, and all exit with the executor."""
     clients, emb = split
     executor = _confined()
     try:
-        sums = []
+        sums, spares = [], []
         for ex in (executor, LocalExecutor()):  # a clip no vector reaches: the unseeded draws scale no entry
             fed = Federation(clients, embeddings=emb, seed=1, executor=ex)
             for _ in range(2):  # two releases: two probes
                 sums.append(fed.private_sum(fed.sample(0.5), client_fn, clip=10.0, mechanism=NoNoise(), batched=batched,
                                             chunk_clients=5))
+                if ex is executor:
+                    spares.append(list(executor._spares))
+                    assert len(spares[-1]) == ProcessExecutor.SPARES
+                    assert all(s._shipped == [None] for s in spares[-1])  # no store before the probe
+        assert {id(s) for s in spares[0]} <= {id(s) for s in executor._retired}  # the second probe ran in them
+        assert not {id(s) for s in spares[0]} & {id(s) for s in executor._spares}
+        procs = [p for s in [*executor._spares, *executor._retired] for p, _ in s._procs]
     finally:
         executor.shutdown()
+    assert procs and all(p.poll() is not None for p in procs)
     if client_fn is honest_batched:  # the local run draws no global numbers in between: the same sums bit for bit
         np.testing.assert_array_equal(sums[0], sums[2])
         np.testing.assert_array_equal(sums[1], sums[3])
@@ -125,21 +135,3 @@ def test_a_function_random_outside_client_rng_is_told_how_to_be_reproducible(spl
     finally:
         executor.shutdown()
 
-
-def test_the_probe_runs_in_spare_workers_started_before_it_and_replaced_after(split):
-    """The probe's fresh workers are started beside the release (interpreter and torch loaded by the time it comes),
-    hold nothing before it, are replaced once used, and all exit with the executor."""
-    clients, emb = split
-    executor = _confined()
-    try:
-        fed = Federation(clients, embeddings=emb, seed=1, executor=executor)
-        fed.private_sum(fed.everyone(), honest_batched, clip=10.0, mechanism=NoNoise(), batched=True, chunk_clients=5)
-        spares = list(executor._spares)
-        assert len(spares) == ProcessExecutor.SPARES and all(s._shipped == [None] for s in spares)  # sent nothing
-        fed.private_sum(fed.everyone(), honest_batched, clip=10.0, mechanism=NoNoise(), batched=True, chunk_clients=5)
-        assert not {id(s) for s in spares} & {id(s) for s in executor._spares}  # the second probe used them
-        assert {id(s) for s in spares} <= {id(s) for s in executor._retired}
-        procs = [p for s in [*executor._spares, *executor._retired] for p, _ in s._procs]
-    finally:
-        executor.shutdown()
-    assert all(p.poll() is not None for p in procs)
