@@ -24,6 +24,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,17 +55,28 @@ def _driver_threads() -> int | None:
 
 
 def _worker_threads() -> int:
-    """The torch and BLAS threads of each ``process`` worker: the driver's torch count, or where the driver has not
-    loaded torch (a sandboxed plug-in's harness) the count torch takes when it loads (``OMP_NUM_THREADS``, else the
-    CPUs this process may use). Workers x threads then fit the cores, and a worker's sums are those of the same run
-    with torch loaded in the driver. Before, a torch-free driver started a worker a core and left each at torch's
-    default: two workers of two OpenMP threads on two cores (measured: docs/architecture.md, "The door")."""
+    """The torch and BLAS threads of each worker: the driver's torch count, or where the driver has not loaded torch
+    (a sandboxed plug-in's harness) the count torch takes when it loads: ``OMP_NUM_THREADS``, else the machine's
+    physical cores. Workers x threads then fit the cores, and a worker's sums are those of the same run with torch
+    loaded in the driver. Before, a torch-free driver started a worker a core and left each at torch's default: two
+    workers of two OpenMP threads on two cores (measured: docs/architecture.md, "The door")."""
     if (threads := _driver_threads()) is not None:
         return threads
     preset = os.environ.get("OMP_NUM_THREADS", "")
     if preset.isdigit() and int(preset) > 0:
         return int(preset)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return _physical_cores()
+
+
+def _physical_cores() -> int:
+    """Cores, not hardware threads, as torch counts them for its default (Linux's CPU topology; else the CPU count)."""
+    cores = set()
+    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip()))
+        except OSError:
+            continue
+    return len(cores) or os.cpu_count() or 1
 
 
 def _by_value_modules(pickler: Any, client_fn: Any) -> None:

@@ -484,3 +484,18 @@ def test_a_store_that_fails_to_load_in_a_worker_is_shipped_again_next_time():
         assert run(good).tolist() == [4.0, 4.0]
     finally:
         executor.shutdown()
+
+
+def test_a_torch_free_driver_gives_its_workers_the_thread_count_torch_would_take():
+    """A sandboxed plug-in's harness has not loaded torch; its workers must run the threads the same run's workers get
+    where the driver has torch (the sums then agree), which is torch's own default: checked in a fresh interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    from largefedbench.process_executor import _physical_cores
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=env,
+                          capture_output=True, text=True, check=True)
+    assert int(done.stdout) == _physical_cores()
