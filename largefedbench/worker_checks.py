@@ -9,7 +9,7 @@ vector per client:
 - :func:`probe_sensitivity` (a sandboxed plug-in's releases): one client's vector must be computed from that client's
   data alone. Per release, a client ``a`` of a chunk ``S`` is drawn with this process's secret randomness after the
   chunks are assigned; ``S`` without ``a``, and ``a`` alone, are run again, each in a fresh confined worker that holds
-  only those clients in memory (:meth:`~largefedbench.executors.ProcessExecutor.isolated_sums`). An honest function
+  only those clients in memory (:meth:`~largefedbench.process_executor.ProcessExecutor.isolated_sums`). An honest function
   gives ``sum(S) - sum(S - a) = vector(a)``; one that mixes clients (every client sends its chunk's consensus, or a
   copy of one client's data, or data read from other clients' files or kept from earlier chunks) does not, for most
   ``a``, and the release is refused. A worker cannot tell a probe from a chunk in time to matter: the probed chunk's

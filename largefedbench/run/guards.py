@@ -22,7 +22,8 @@ from largefedbench.errors import MethodError
 #: the federation module, which reads the private train clients …
 FEDERATION_MODULE = "largefedbench.federation"
 #: … and the modules allowed to: the federation, its client views and executors (``Federation.private_sum``'s chunks)
-PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views", "largefedbench.executors")
+PRIVATE_READERS = (FEDERATION_MODULE, "largefedbench.client_views", "largefedbench.executors",
+                   "largefedbench.process_executor")
 #: the federation's attributes that hold the private clients
 PRIVATE_ATTRIBUTES = ("_clients", "_embeddings", "_store")
 
