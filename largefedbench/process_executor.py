@@ -58,8 +58,8 @@ def _worker_threads() -> int:
     """The torch and BLAS threads of each worker: the driver's torch count, or where the driver has not loaded torch
     (a sandboxed plug-in's harness) the count torch takes when it loads: ``OMP_NUM_THREADS``, else the machine's
     physical cores. Workers x threads then fit the cores, and a worker's sums are those of the same run with torch
-    loaded in the driver. Before, a torch-free driver started a worker a core and left each at torch's default: two
-    workers of two OpenMP threads on two cores (measured: docs/architecture.md, "The door")."""
+    loaded in the driver. A worker a core at torch's default threads would put two OpenMP threads per worker on two
+    cores (measured 13x slower a release: docs/architecture.md, the sandbox paragraph)."""
     if (threads := _driver_threads()) is not None:
         return threads
     preset = os.environ.get("OMP_NUM_THREADS", "")

@@ -331,10 +331,9 @@ def test_client_workers_behind_the_guard_cannot_write_the_home_or_reach_a_networ
 
 @needs_jail
 def test_confined_workers_share_the_cores_as_plain_ones_do(tmp_path, monkeypatch):
-    """A sandboxed plug-in's harness has not loaded torch. It used to start a worker a core and leave each at torch's
-    default threads, and the jail dropped OMP_WAIT_POLICY: two spinning OpenMP threads per worker on a worker a core
-    ran a torch client function 4x slower confined than plain. Confined workers now get the harness's wait policy and
-    a thread count that, times the workers, fits the cores."""
+    """A sandboxed plug-in's harness has not loaded torch. Its confined workers must still get the harness's OpenMP
+    wait policy (spinning threads on shared cores slow a release many times over) and a thread count that, times the
+    workers, fits the cores."""
     from test_federation_private_sum import small_split
 
     from largefedbench import process_executor
