@@ -192,6 +192,11 @@ class Evaluator:
         path = self.reference_path(name, seed)
         if path.exists():
             return json.loads(path.read_text())
+        on_board = self.board_reference_path(name, seed)
+        if on_board.is_file():  # committed with the board (another machine or session computed it): same key
+            metrics = json.loads(on_board.read_text())
+            atomic_write_json(path, metrics)
+            return metrics
         self.log(f"computing the {name} reference (ε = {cls.fixed_epsilon:g}, seed {seed}); cached for later runs")
         fed = self.federation(cls, seed)
         artifact = cls().train(fed, self.public_resources(seed, None), config, PrivacyBudget(cls.fixed_epsilon, 0.0))
@@ -200,6 +205,7 @@ class Evaluator:
         if artifact.kind == "synthetic text":
             metrics.update(self.synthetic_stats(artifact.texts))
         atomic_write_json(path, metrics)
+        atomic_write_json(on_board, metrics)
         return metrics
 
     def reference_path(self, name: str, seed: int) -> Path:
@@ -212,11 +218,19 @@ class Evaluator:
         cls = self._reference_class(name)
         return preset_config(cls, self.prep.preset) if name == "generator-only" else cls.Config()
 
+    def board_reference_path(self, name: str, seed: int) -> Path:
+        """The copy of :meth:`reference_path` kept with the board's run folders (``<out>/.runs/references/``, same
+        key): git does not ignore it, so committed with the board's finished seeds it spares another machine or a
+        later session the row's computation (the non-private row is the longest training of a run)."""
+        home = Path(self.prep.request.home or lfb_home()) / "references"
+        path = self.reference_path(name, seed)
+        return self.prep.request.out / ".runs" / "references" / path.relative_to(home)
+
     def remember_reference(self, name: str, seed: int, metrics: dict[str, Any]) -> None:
         """Store a reference's metrics that a run of the reference method itself computed (same settings)."""
-        path = self.reference_path(name, seed)
-        if not path.exists():
-            atomic_write_json(path, jsonable(metrics))
+        for path in (self.reference_path(name, seed), self.board_reference_path(name, seed)):
+            if not path.exists():
+                atomic_write_json(path, jsonable(metrics))
 
     @staticmethod
     def _reference_class(name: str) -> type:

@@ -303,6 +303,16 @@ def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny
     assert any("computing the public reference" in line for line in logs)
     np_top1 = result.entry.metrics.reference_non_private.top1.per_seed[0]
     assert np_top1 == result.entry.metrics.next_token_accuracy.top1.per_seed[0]
+    # the board keeps a copy of both rows (committed with its seeds): a fresh home beside it computes neither again
+    assert sorted(p.name for p in (tmp_path / "board" / ".runs" / "references").rglob("*.json")) == [
+        "non-private-seed0.json", "public.json"]
+    fresh = tmp_path / "fresh-home"
+    shutil.copytree(root, fresh, ignore=shutil.ignore_patterns("references"))
+    later: list[str] = []
+    public = run_eval(EvalRequest(method="public", seeds=(0,), out=tmp_path / "board", home=fresh, progress=False),
+                      log=later.append)
+    assert not any("computing the" in line for line in later), later
+    assert public.entry.metrics.reference_non_private.top1.per_seed[0] == np_top1
 
 
 def test_a_method_output_of_another_version_is_not_reused(tmp_path):
