@@ -166,6 +166,9 @@ class OrtGenAI(Backend):
 
     name, label, dtype = "ort-genai", "ort-genai fp32", "float32"
     scoring = "teacher-forced: the float32 prefix appended one token at a time, og.Generator.get_logits after each"
+    #: the runtime refuses a generator of more rows ("batch_size (64) must be in [1, 32]", 0.18): a larger batch runs
+    #: as consecutive generators of at most this many rows, and the report says so
+    MAX_ROWS = 32
 
     def __init__(self, folder: Path, out: Path, *, threads: int = 1) -> None:
         import onnxruntime_genai as og
@@ -199,8 +202,8 @@ class OrtGenAI(Backend):
         out: list[list[int]] = [[] for _ in rows]
         search = ({"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0} if temperature > 0
                   else {"do_sample": False})
-        for lo in range(0, len(order), batch_size):
-            chunk = order[lo : lo + batch_size]
+        for lo in range(0, len(order), min(batch_size, self.MAX_ROWS)):
+            chunk = order[lo : lo + min(batch_size, self.MAX_ROWS)]
             width = max(len(rows[i]) for i in chunk)
             ids = np.full((len(chunk), width), self.pad_id, dtype=np.int32)
             for k, i in enumerate(chunk):

@@ -262,7 +262,7 @@ def _backends_table(b: dict[str, Any]) -> list[str]:
             verdict = q.get("measure", "not checked")
         verdict += f" -> {'PASS' if q.get('passed') else 'FAIL'}" if q else ""
         verdict += ("; baseline" if g["backend"] == "torch" else "; selectable" if g["selectable"] else "; not selectable")
-        verdict += f" ({g['note']})" if g.get("note") else ""
+        verdict += "".join(f" ({g[k]})" for k in ("note", "note_rows") if g.get(k))
         for i, r in enumerate(g["rows"]):
             lines.append(f"{g['label']:<18}{r['batch']:>6}{r['tokens_per_s']:>9.1f}{r['fraction_of_limit']:>10.1%}"
                          f"{r['fraction_of_limit_at_batch']:>10.1%}{r['speedup_over_torch']:>9.2f}"
@@ -464,14 +464,21 @@ def _backend_row(bk, name: str, label: str, open_backend, ref, rows, export_seco
         backend = open_backend()
     except bk.BackendError as err:
         return {**row, "error": str(err)}
+    except Exception as err:  # noqa: BLE001 - a third-party runtime's failure is this row's result, not the bench's end
+        return {**row, "error": f"{type(err).__name__}: {err}"}
     try:
         conversion = {"merge_and_save": export_seconds, **backend.seconds}
         quality = bk.agreement(backend, ref, batch_size=max(batch_sizes))
         got = backend_rates(backend, rows, new_tokens=new_tokens, batch_sizes=batch_sizes, eos=ref.eos)
     except bk.BackendError as err:
         return {**row, "error": str(err)}
+    except Exception as err:  # noqa: BLE001 - as above: the rows already measured stay in the report
+        return {**row, "error": f"{type(err).__name__}: {err}"}
     finally:
         backend.close()
+    cap = getattr(backend, "MAX_ROWS", None)
+    if cap is not None and max(batch_sizes) > cap:
+        row["note_rows"] = f"{backend.label} runs at most {cap} rows a generator: a larger batch runs as batches of {cap}"
     row.update(dtype=backend.dtype, conversion_seconds=round(sum(conversion.values()), 2),
                conversion={k: round(v, 2) for k, v in conversion.items()}, rows=timed_rows(got), quality=quality,
                same_generator=bool(backend.same_weights or quality["passed"]))
