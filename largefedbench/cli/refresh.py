@@ -150,7 +150,8 @@ def add_refresh_parser(sub) -> None:
                    "bioRxiv, mirror only); the snapshot is marked mirror-derived")
     p.add_argument("--rate-limit", type=float, help="requests per second per source (default 1; env LFB_RATE_LIMIT)")
     p.add_argument("--refresh-cache", action="store_true", help="download again even what the raw cache holds")
-    p.add_argument("--push-to-hub", metavar="OWNER/NAME", help="publish the snapshot with its card to a Hugging Face dataset repo")
+    p.add_argument("--push-to-hub", metavar="OWNER/NAME", help="publish the snapshot with its card to a Hugging Face dataset repo "
+                   "(file://DIR: into the folder DIR, the hub's layout)")
     p.add_argument("--release", metavar="NAME", help="rebuild release NAME's snapshots from their sources and check "
                    "each against the release's content hash (`lfb release --list`)")
     p.add_argument("--biorxiv-server", default="biorxiv", choices=["biorxiv", "medrxiv"], help=argparse.SUPPRESS)
@@ -172,7 +173,8 @@ def add_release_parser(sub) -> None:
                    "the project's own releases ship in largefedbench/data/releases)")
     p.add_argument("--push-to-hub", metavar="OWNER", help="publish each snapshot to OWNER/largefedbench-DATASET as a "
                    "revision tagged NAME, with the release in its card; the release is written once every push "
-                   "succeeded. Without --snapshots: publish release NAME, written earlier")
+                   "succeeded. Without --snapshots: publish release NAME, written earlier. file://DIR: the same "
+                   "layout in the folder DIR (DIR/largefedbench-DATASET, the tag as DIR/largefedbench-DATASET@NAME)")
     p.add_argument("--list", action="store_true", help="list the releases known here")
     _add_home(p)
     _add_output_flags(p, quiet_help=None)

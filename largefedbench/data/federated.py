@@ -137,7 +137,8 @@ def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: P
     root = renamed_path("load_snapshot", "home", home, "root", root)
     from largefedbench.data.releases import load_release_snapshot, split_release_ref
 
-    if isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref):
+    if (isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref)
+            and not (Path(ref).expanduser() / "manifest.json").is_file()):  # a published tag's folder is REPO@TAG
         return load_release_snapshot(ref, root, _load_folder)  # DATASET@RELEASE, checked against the release
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
         from largefedbench.data.hub import download_snapshot

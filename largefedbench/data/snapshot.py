@@ -21,7 +21,7 @@ import shlex
 import shutil
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ def _features():
     return Features(cols)
 
 
-def content_hash(splits: dict[str, list[dict[str, Any]]]) -> str:
+def content_hash(splits: Mapping[str, Iterable[dict[str, Any]]]) -> str:
     """sha256 over every row of every split in canonical JSON: equal hashes mean equal data."""
     h = hashlib.sha256()
     for split in ALL_SPLITS:
@@ -377,6 +377,13 @@ def _rows(table) -> Iterable[dict[str, Any]]:
         yield from batch.to_pylist()
 
 
+def dataset_content_hash(splits: Any) -> str:
+    """:func:`content_hash` of datasets read back (``load_from_disk``, or ``datasets.load_dataset`` of a published
+    copy): a mapping of every split to its ``Dataset``. Equal to the manifest's ``content_sha256`` when the rows are
+    the ones built."""
+    return content_hash({s: _rows(splits[s]) for s in ALL_SPLITS})
+
+
 def _file_stats(path: Path) -> dict[str, list[int]]:
     files = [path / "manifest.json", *sorted(p for p in (path / "data").rglob("*") if p.is_file())]
     return {f.relative_to(path).as_posix(): [(st := f.stat()).st_size, st.st_mtime_ns] for f in files}
@@ -403,7 +410,7 @@ def verify_snapshot(fd, root: Path | None = None, *, full: bool = False) -> bool
     if known is not None:  # forgotten until this check passes: a failed one is never answered from memory
         with contextlib.suppress(OSError):  # a read-only LFB_HOME cannot forget (nor remember) anything
             cache.unlink()
-    actual = content_hash({s: _rows(fd[s].table) for s in ALL_SPLITS})
+    actual = dataset_content_hash({s: fd[s].table for s in ALL_SPLITS})
     if actual != claimed:
         raise SnapshotError(
             f"snapshot {manifest.get('name')!r} at {path} does not match its manifest: its data hashes to "
@@ -448,7 +455,9 @@ def dataset_card(manifest: dict[str, Any], notes: str = "") -> str:
         f"- Cleaning version {manifest['cleaning_version']}: procedural boilerplate removed, sentences with more "
         "than 30% non-letter characters dropped, written notation that was not spoken removed.",
         f"- Rejected records by reason: {json.dumps(manifest['rejected'])}.",
-        f"- Content sha256: `{manifest['content_sha256']}`.",
+        f"- Content sha256: `{manifest['content_sha256']}` (every row of the splits train, validation, test and "
+        "public, in that order, as canonical JSON; `largefedbench.data.snapshot.dataset_content_hash(ds)` recomputes "
+        "it from `ds = datasets.load_dataset(REPO)`).",
         "",
         "## Sources and licences",
         "",
