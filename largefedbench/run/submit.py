@@ -13,7 +13,10 @@ The checks, in order (each failure says what to do):
 
 Then the entry and its plots are copied into the board folder (``--board``, default ``./leaderboard``), the board is
 rendered (CI checks that the pages are current) and, inside a git checkout, the files are committed on a branch of
-their own; outside one the steps are printed.
+their own; outside one the steps are printed. Before that, where the entry's ε = 0 model (the downstream pretrained
+on the public corpus, whose weights hash the board groups by) differs from a committed group's on the same data and
+profile, a warning says what the board will show (a superseded group of one, or the committed group superseded) and
+how to put the entry beside the committed rows instead.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from largefedbench.errors import InputError
 from largefedbench.leaderboard.files import EntryFile, board_of, expected_path
@@ -31,7 +35,10 @@ from largefedbench.leaderboard.schema import Entry
 from largefedbench.leaderboard.validate import format_reports, validate_entry_file
 from largefedbench.paths import check_writable_dir
 
-__all__ = ["SubmitResult", "submit"]
+__all__ = ["SubmitResult", "model_warnings", "submit"]
+
+if TYPE_CHECKING:
+    from largefedbench.leaderboard.board import Board, Group
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -47,6 +54,8 @@ class SubmitResult:
     branch: str | None = None
     commit: str | None = None
     steps: list[str] = field(default_factory=list)
+    #: what the submitter should know before the pull request, though nothing stops it (an entry on another ε = 0 model)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -58,6 +67,7 @@ class SubmitResult:
 
     def format(self) -> str:
         lines = [f"{'ok  ' if passed else 'FAIL'} {name}: {detail}" for name, passed, detail in self.checks]
+        lines += [f"WARN {warning}" for warning in self.warnings]
         if self.commit:
             lines.append(f"committed {len(self.committed)} files on branch {self.branch} ({self.commit[:12]})")
         lines += [f"  {step}" for step in self.steps]
@@ -66,7 +76,8 @@ class SubmitResult:
     def to_dict(self) -> dict:
         return {"entry_id": self.entry_id, "ok": self.ok, "checks": [
             {"check": n, "ok": p, "detail": d} for n, p, d in self.checks], "files": [str(f) for f in self.files],
-            "committed": self.committed, "branch": self.branch, "commit": self.commit, "steps": self.steps}
+            "committed": self.committed, "branch": self.branch, "commit": self.commit, "steps": self.steps,
+            "warnings": self.warnings}
 
 
 def submit(entry_path: Path, *, board: Path = Path("leaderboard"), smoke_plugins: bool = True, home: Path | None = None,
@@ -231,6 +242,9 @@ def _lay_out(result: SubmitResult, entry_path: Path, entry: Entry, board: Path, 
     pages = [board / "README.md", board / "index.html"] + sorted((board / "plots").glob("*.png"))
     result.files = copied + [p for p in pages if p.exists()]
     result.add("render", True, f"{board / 'README.md'} and index.html re-rendered ({rendered.board.counts_text()})")
+    for warning in model_warnings(entry, rendered.board):  # said before anything is committed
+        result.warnings.append(warning)
+        log(f"WARNING: {warning}")
     top = _git(board, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         result.steps = [f"{board} is not in a git checkout. In a clone of the board's repository:",
@@ -241,6 +255,55 @@ def _lay_out(result: SubmitResult, entry_path: Path, entry: Entry, board: Path, 
                         "and open a pull request."]
         return
     _commit(result, Path(top.stdout.strip()), entry)
+
+
+def model_warnings(entry: Entry, board: Board) -> list[str]:
+    """Where the entry's ε = 0 model (the downstream LargeFedBench pretrains on the public corpus: its weights hash,
+    which the board groups by) differs from a committed group's on the same data, profile and public resources: what
+    the board will show (the entry in a superseded group, or the committed group superseded by the entry's), and how
+    to put the entry beside the committed rows instead."""
+    from largefedbench.leaderboard.board import mark_superseded
+
+    mine = next((g for g in board.groups if any(r.entry.entry_id == entry.entry_id for r in g.rows)), None)
+    if mine is None or not mine.public_model:
+        return []
+    family = [g for g in board.groups if g.public_model and _family(g) == _family(mine)]
+    if len(family) < 2:
+        return []
+    before = {g.public_model: replace(g, rows=[r for r in g.rows if r.entry.entry_id != entry.entry_id], superseded_by="")
+              for g in family}
+    mark_superseded([g for g in before.values() if g.rows])  # the board as it was without this entry
+    where = f"{mine.dataset} ({mine.profile} profile, window {mine.window[0]} – {mine.window[1]}, public {mine.public})"
+    if mine.superseded_by:
+        current = next(g for g in family if g.public_model == mine.superseded_by)
+        shown = "as a superseded group of one" if len(mine.rows) == 1 else f"in a superseded group of {len(mine.rows)}"
+        return [f"this entry's ε = 0 model is {mine.public_model}, but the board's current group for {where} is on ε = 0 "
+                f"model {current.public_model} ({_described(current)}): the board will show this entry {shown}, listed "
+                f"after that group and compared with none of its rows. To fix: {_fix(current)}"]
+    demoted = [g for g in family if g is not mine and g.superseded_by and g.rows and not before[g.public_model].superseded_by]
+    return [f"this entry's ε = 0 model is {mine.public_model}, and the board's group for {where} on ε = 0 model "
+            f"{g.public_model} ({_described(g)}) will show as superseded by this entry's group, its rows compared with "
+            f"none of this entry's. Unless replacing that group is meant: {_fix(g)}"
+            for g in demoted]
+
+
+def _family(g: Group) -> tuple:
+    return g.dataset, g.window, g.content_sha256, g.profile, g.public
+
+
+def _described(g: Group) -> str:
+    methods = sorted({r.entry.method.name for r in g.rows})
+    return f"{len(g.rows)} {'entry' if len(g.rows) == 1 else 'entries'} of {', '.join(methods)}"
+
+
+def _fix(g: Group) -> str:
+    """How to make an entry on that group's ε = 0 model: the code (and machine) its entries ran on, or all of it anew."""
+    newest = max(g.rows, key=lambda r: r.entry.created_at).entry.environment
+    at = f"largefedbench {newest.lfb_version}" + (f", commit {newest.git_commit[:12]}" if newest.git_commit else "")
+    methods = " ".join(sorted({r.entry.method.name for r in g.rows}))
+    return (f"re-run `lfb eval` at the board's code ({at}, as its entries record) on a machine with the same CPU "
+            f"and thread count, so the ε = 0 model is pretrained to {g.public_model} again; or re-run the group's methods "
+            f"({methods}) with this code, so that their entries form a complete group on the new model.")
 
 
 def _message(entry: Entry) -> str:

@@ -215,3 +215,64 @@ def test_a_plugin_only_on_the_submitters_disk_is_refused(case, expected, produce
     assert not passed and not result.files and expected in detail, detail
     assert "installed here from a local source, not a package index" in detail
     assert "Publish the package to a package index" in detail and "commit the method to a git repository" in detail
+
+
+# --- an entry on another ε = 0 model than the board's group ----------------------------------------------------------
+def _shipped(method: str) -> Path:
+    folder = Path(__file__).resolve().parents[2] / "leaderboard" / "entries" / "demo" / method
+    return next(p for p in sorted(folder.glob(f"{method}--demo--tiny--*.json")) if "--audit-" not in p.name
+                and not p.name.endswith(".reproduced.json"))
+
+
+def _on_another_model(method: str, folder: Path) -> Path:
+    from .entry_variants import load, relabel
+
+    data = relabel(load(_shipped(method)), entry_id=f"{method}--on-a-new-model")
+    data["profile"]["downstream"]["sha256"] = "f" * 64  # the ε = 0 model pretrained by another code version
+    return save(folder, data, artifacts_from=_shipped(method).parent)
+
+
+def test_an_entry_on_another_eps0_model_than_the_boards_group_is_warned_about_before_it_is_committed(board_repo,
+                                                                                                    tmp_path, capsys):
+    board = board_repo / "leaderboard"
+    for method in ("public", "non-private"):  # the committed group: two methods on the board's ε = 0 model
+        (board / "entries" / "demo" / method).mkdir(parents=True)
+        shutil.copyfile(_shipped(method), board / "entries" / "demo" / method / _shipped(method).name)
+    render_board(board)
+    _git(board_repo, "add", "-A")
+    _git(board_repo, "commit", "-q", "-m", "the board's tiny group")
+    model = json.loads(_shipped("public").read_text())["profile"]["downstream"]["sha256"][:12]
+    lines, branch_when_warned, base = [], [], _git(board_repo, "rev-parse", "--abbrev-ref", "HEAD")
+
+    def log(line):
+        lines.append(line)
+        if line.startswith("WARNING"):
+            branch_when_warned.append(_git(board_repo, "rev-parse", "--abbrev-ref", "HEAD"))
+
+    result = submit(_on_another_model("public", tmp_path / "mine"), board=board, allow_demo=True, log=log)
+    assert result.ok and result.commit, result.format()  # a warning, not a refusal
+    (warning,) = result.warnings
+    assert "this entry's ε = 0 model is ffffffffffff, but the board's current group for demo (tiny profile" in warning
+    assert f"is on ε = 0 model {model} (2 entries of non-private, public)" in warning
+    assert "the board will show this entry as a superseded group of one" in warning
+    assert "re-run `lfb eval` at the board's code (largefedbench " in warning and "non-private public" in warning
+    assert any(line.startswith("WARNING: this entry's ε = 0 model") for line in lines)
+    assert f"WARN {warning}" in result.format() and result.to_dict()["warnings"] == [warning]
+    assert branch_when_warned == [base]  # said before the submission's branch and commit were made
+    assert result.branch == _git(board_repo, "rev-parse", "--abbrev-ref", "HEAD")
+    # an entry on the group's own model: nothing to warn about
+    assert not submit(_shipped("dp-ftrl"), board=board, allow_demo=True).warnings
+
+
+def test_an_entry_that_would_supersede_the_boards_group_is_warned_about(tmp_path, capsys):
+    """One committed method on the board's model; a newer entry of another method on a new model ties on methods
+    and wins on its date: the committed group would show as superseded."""
+    board = tmp_path / "plain" / "leaderboard"
+    (board / "entries" / "demo" / "public").mkdir(parents=True)
+    shutil.copyfile(_shipped("public"), board / "entries" / "demo" / "public" / _shipped("public").name)
+    assert main(["leaderboard", "submit", str(_on_another_model("non-private", tmp_path / "mine")), "--board", str(board),
+                 "--quiet", "--allow-demo"]) == 0
+    out = capsys.readouterr().out
+    assert "WARN this entry's ε = 0 model is ffffffffffff, and the board's group for demo (tiny profile" in out
+    assert "(1 entry of public) will show as superseded by this entry's group" in out
+    assert "Unless replacing that group is meant: re-run `lfb eval` at the board's code" in out
