@@ -1,4 +1,6 @@
-"""Renamed keyword arguments kept for one release: the old name still works, warns, and never silently wins."""
+"""Renamed keyword arguments kept for one release: the old name still works, warns, and never silently wins.
+
+The one left is ``load_models(root=)`` (``home=``); those whose release has passed are gone (CHANGELOG.md)."""
 
 from __future__ import annotations
 

@@ -151,13 +151,9 @@ class RefreshPlan:
     mirrors: dict[str, Path] = field(default_factory=dict)
 
 
-def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = True,
-            root: Path | None = None) -> list[BuildResult]:
+def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = True) -> list[BuildResult]:
     """Fetch every source of the plan, then write one snapshot per dataset under the LargeFedBench ``home``
-    (default ``$LFB_HOME``; ``root`` is its deprecated name)."""
-    from largefedbench.deprecation import renamed_path
-
-    root = renamed_path("refresh", "home", home, "root", root)
+    (default ``$LFB_HOME``)."""
     from largefedbench.scrapers.cleaning import CLEANING_VERSION
 
     from largefedbench.data.spans import get_span_tokenizer
@@ -178,7 +174,7 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
         default_rate_limit()  # a bad $LFB_RATE_LIMIT stops here, before any download
     if plan.name is not None:
         check_snapshot_name(plan.name)
-    check_writable_dir(root or lfb_home(), f"--home {root}" if root else f"LFB_HOME={lfb_home()}")
+    check_writable_dir(home or lfb_home(), f"--home {home}" if home else f"LFB_HOME={lfb_home()}")
 
     results = []
     for dataset, sources in datasets.items():
@@ -192,7 +188,7 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
                 log.info("reading %s from the mirror %s", source, scraper.folder)
             else:
                 scraper = scraper_class(source).create(
-                    base_url=plan.base_urls.get(source), root=root, rate_limit=plan.rate_limit,
+                    base_url=plan.base_urls.get(source), root=home, rate_limit=plan.rate_limit,
                     refresh=plan.refresh_cache, **plan.scraper_options.get(source, {}),
                 )
                 log.info("fetching %s from %s", source, scraper.client.base_url)
@@ -212,5 +208,5 @@ def refresh(plan: RefreshPlan, *, home: Path | None = None, progress: bool = Tru
             name=plan.name,
             scraped_at=scraped_at,
         )
-        results.append(build_snapshot(records, spec, rejected, root=root, progress=progress))
+        results.append(build_snapshot(records, spec, rejected, root=home, progress=progress))
     return results

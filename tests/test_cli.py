@@ -41,14 +41,12 @@ def test_data_demo_list_and_info_json(lfb_home):
     assert "demo" in lfb("data", "list").stdout
 
 
-def test_home_writes_elsewhere_and_the_old_out_still_does_with_a_note(tmp_path, lfb_home):
+def test_home_writes_elsewhere(tmp_path, lfb_home):
     out = lfb("data", "demo", "--quiet", "--home", str(tmp_path / "elsewhere"))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "elsewhere" / "snapshots" / "demo" / "manifest.json").is_file()
     assert not (lfb_home / "snapshots").exists()
-    old = lfb("data", "list", "--out", str(tmp_path / "elsewhere"))  # the spelling of the previous release
-    assert old.returncode == 0 and "demo" in old.stdout, old.stderr
-    assert old.stderr == "lfb: --out is now --home (same meaning); --out goes away in the next release\n"
+    assert "demo" in lfb("data", "list", "--home", str(tmp_path / "elsewhere")).stdout
 
 
 @pytest.mark.parametrize("argv, old", [
@@ -59,23 +57,15 @@ def test_home_writes_elsewhere_and_the_old_out_still_does_with_a_note(tmp_path, 
     (["refresh", "--since", "2024-09"], "--out"),
     (["data", "info", "demo"], "--out"),
 ])
-def test_old_spellings_of_home_are_hidden_aliases_that_say_so(argv, old, capsys):
+def test_the_old_spellings_of_home_are_gone(argv, old, capsys):
+    """Deprecated in 0.1.0 for one release and removed since (CHANGELOG.md): a usage error, --home is the flag."""
     from largefedbench.cli import build_parser
 
-    assert build_parser().parse_args([*argv, old, "/x/lfb"]).home == Path("/x/lfb")
-    assert capsys.readouterr().err == f"lfb: {old} is now --home (same meaning); {old} goes away in the next release\n"
-    assert build_parser().parse_args([*argv, "--home", "/y"]).home == Path("/y") and not capsys.readouterr().err
-    sub = build_parser()._subparsers._group_actions[0].choices[argv[0]]
-    if argv[0] in ("data", "leaderboard"):
-        sub = sub._subparsers._group_actions[0].choices[argv[1]]
-    assert old not in sub.format_help() and "--home DIR" in sub.format_help()
-    same = build_parser().parse_args([*argv, "--home", "/x", old, "/x"])  # both spellings, one folder: fine
-    assert same.home == Path("/x")
-    for both in (["--home", "/x", old, "/y"], [old, "/y", "--home", "/x"]):  # different folders: which one? refuse
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as stop:
-            build_parser().parse_args([*argv, *both])
-        assert stop.value.code == 2 and "give --home only" in capsys.readouterr().err
+    assert build_parser().parse_args([*argv, "--home", "/y"]).home == Path("/y")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args([*argv, old, "/x/lfb"])
+    assert stop.value.code == 2 and f"unrecognized arguments: {old} /x/lfb" in capsys.readouterr().err
 
 
 def test_out_is_the_board_folder_wherever_it_is_taken():

@@ -1,9 +1,15 @@
-"""Renamed keyword arguments: the old name works for one release, warns, and never silently beats the new one."""
+"""Renamed keyword arguments: the old name works for one release, warns, and never silently beats the new one; once
+its release has passed it is gone (CHANGELOG.md)."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import inspect
 
+import pytest
+from largefedbench.scrapers.refresh import refresh
+
+from largefedbench.data.federated import load_snapshot
 from largefedbench.deprecation import renamed_path
 from largefedbench.errors import InputError
 from largefedbench.run.eval import EvalRequest
@@ -19,10 +25,13 @@ def test_the_old_name_is_taken_with_a_warning_and_a_conflict_is_refused(tmp_path
         renamed_path("f", "home", tmp_path / "a", "root", tmp_path / "b")
 
 
-def test_every_public_entry_point_still_takes_root(tmp_path):
-    with pytest.warns(DeprecationWarning, match="EvalRequest"):
-        assert EvalRequest(method="public", root=tmp_path).home == tmp_path
-    with pytest.warns(DeprecationWarning, match="smoke"):
-        assert not smoke("no-such-method", root=tmp_path).ok
-    with pytest.warns(DeprecationWarning, match="reproduce"), pytest.raises(InputError, match="not a valid entry"):
-        reproduce(tmp_path / "missing.json", root=tmp_path)
+@pytest.mark.parametrize("entry_point", [load_snapshot, refresh, smoke, reproduce], ids=lambda f: f.__name__)
+def test_root_is_gone_from_the_entry_points_whose_release_has_passed(entry_point):
+    parameters = inspect.signature(entry_point).parameters
+    assert "home" in parameters and "root" not in parameters
+
+
+def test_the_request_takes_home_only():
+    assert "home" in {f.name for f in dataclasses.fields(EvalRequest)}
+    with pytest.raises(TypeError, match="root"):
+        EvalRequest(method="public", root="/x")

@@ -163,7 +163,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a method config key (repeatable)")
     p.add_argument("--out", type=Path, default=Path("leaderboard"), help="the board folder to write the entry under "
                    "(default ./leaderboard)")
-    _add_home(p, old="--root")
+    _add_home(p)
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
     p.add_argument("--public", help="the public resources (prompts, public replay, the ε = 0 model): generic (the "
                    "offline stand-in for C4; cpu's default), c4 (the paper's, from the Hub; paper and small), c4:PATH "

@@ -1,56 +1,15 @@
-"""Flags several commands share, how their values are read, and the old spellings of ``--home``.
-
-The old spellings (``--out`` on ``refresh`` and ``data``, ``--root`` on ``eval``, ``audit``, ``smoke`` and
-``leaderboard reproduce``) are hidden aliases that still work in this release (README): each sets ``--home`` and says
-so on stderr, and both spellings with different folders are a usage error rather than a silent choice.
-"""
+"""Flags several commands share and how their values are read."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
-class _DeprecatedFlag(argparse.Action):
-    """An old spelling kept for one release (hidden from --help): sets the new flag's value and says so on stderr."""
-
-    def __init__(self, option_strings, dest, *, new: str, **kwargs) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(f"lfb: {option_string} is now {self.new} (same meaning); {option_string} goes away in the next release",
-              file=sys.stderr)
-        _store_once(parser, namespace, self.dest, values, option_string, keep=self.new)
-
-
-class _NewFlag(argparse.Action):
-    """The new spelling of a flag that has a deprecated alias: giving both with different values is an error."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        _store_once(parser, namespace, self.dest, values, option_string, keep=option_string)
-
-
-def _store_once(parser, namespace, dest: str, value, option: str, *, keep: str) -> None:
-    """Set ``dest``; if another spelling already set it to something else, stop with a usage error that says to
-    give ``keep`` (the new spelling) only, rather than silently keeping whichever came last."""
-    given = namespace.__dict__.setdefault("_spelling_of", {})
-    earlier = given.get(dest)
-    if earlier and earlier[0] != option and earlier[1] != value:
-        parser.error(f"{earlier[0]} {earlier[1]} and {option} {value} are two spellings of one flag with different "
-                     f"folders; give {keep} only")
-    given[dest] = (option, value)
-    setattr(namespace, dest, value)
-
-
-def _add_home(p: argparse.ArgumentParser, *, old: str | None = None) -> None:
-    """``--home DIR`` (and the ``old`` spelling this command used for it, hidden and deprecated)."""
-    p.add_argument("--home", type=Path, default=None, metavar="DIR", action=_NewFlag if old else "store",
+def _add_home(p: argparse.ArgumentParser) -> None:
+    """``--home DIR``: the LargeFedBench home instead of ``$LFB_HOME``."""
+    p.add_argument("--home", type=Path, default=None, metavar="DIR",
                    help="the LargeFedBench home instead of $LFB_HOME: snapshots, raw downloads, model and reference caches")
-    if old:
-        p.add_argument(old, dest="home", type=Path, action=_DeprecatedFlag, new="--home", default=argparse.SUPPRESS,
-                       help=argparse.SUPPRESS)
 
 
 def _add_output_flags(p: argparse.ArgumentParser, *, json_help: str = "print the result as one JSON document",
@@ -62,8 +21,8 @@ def _add_output_flags(p: argparse.ArgumentParser, *, json_help: str = "print the
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    """``refresh``'s and the ``data`` commands' flags: ``--home`` (old spelling ``--out``), ``--json``, ``--quiet``."""
-    _add_home(p, old="--out")
+    """``refresh``'s and the ``data`` commands' flags: ``--home``, ``--json``, ``--quiet``."""
+    _add_home(p)
     _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress bars")
 
 

@@ -135,7 +135,7 @@ def add_leaderboard_parser(sub) -> None:
                    "each drawn entry, drawn from the same random seed (default: all; audit entries always whole)")
     p.add_argument("--record", action="store_true", help="store ENTRY-ID.reproduced.json beside the entry (--sample "
                    "always does); `lfb leaderboard render` then marks it on the board")
-    _add_home(p, old="--root")
+    _add_home(p)
     p.add_argument("--out", type=Path, default=None, help="keep the re-run's entry under this board folder")
     p.add_argument("--accuracy-tolerance", type=float, default=None, help="one fixed absolute tolerance on accuracies "
                    "(default: 2 sample SDs of the entry's own per-seed values, at least 0.002; leaderboard/ranks.py)")

@@ -44,6 +44,6 @@ def add_smoke_parser(sub) -> None:
     p.add_argument("--sandbox", choices=["auto", "off"], default="auto", help="as lfb eval runs the method: auto "
                    "(default: a plug-in's train() in its sandbox, the two runs compared; a built-in in this process, "
                    "with a third run whose client functions share it), off (every method in this process)")
-    _add_home(p, old="--root")
+    _add_home(p)
     _add_output_flags(p)
     p.set_defaults(func=cmd_smoke)

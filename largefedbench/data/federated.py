@@ -125,38 +125,35 @@ def resolve_snapshot(ref: str | Path, root: Path | None = None) -> Path:
     )
 
 
-def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None, root: Path | None = None) -> FederatedDataset:
+def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None) -> FederatedDataset:
     """Load a snapshot by name, folder, ``DATASET@RELEASE`` (a dated release, e.g. ``biorxiv@2026q4``: refused unless
     its content hashes to the release) or ``hf://owner/repo[@revision]`` (a published LargeFedBench dataset) from the
-    LargeFedBench ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name).
+    LargeFedBench ``home`` (default ``$LFB_HOME``).
 
     The demo snapshot is built on first use (deterministic, a few seconds).
     """
-    from largefedbench.deprecation import renamed_path
-
-    root = renamed_path("load_snapshot", "home", home, "root", root)
     from largefedbench.data.releases import load_release_snapshot, split_release_ref
 
     if (isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref)
             and not (Path(ref).expanduser() / "manifest.json").is_file()):  # a published tag's folder is REPO@TAG
-        return load_release_snapshot(ref, root, _load_folder)  # DATASET@RELEASE, checked against the release
+        return load_release_snapshot(ref, home, _load_folder)  # DATASET@RELEASE, checked against the release
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
         from largefedbench.data.hub import download_snapshot
 
         repo, _, revision = ref[len(HUB_PREFIX):].partition("@")
         path = download_snapshot(repo, revision=revision or None)
-    elif str(ref) == "demo" and not (snapshots_dir(root) / "demo" / "manifest.json").is_file():
+    elif str(ref) == "demo" and not (snapshots_dir(home) / "demo" / "manifest.json").is_file():
         from largefedbench.data.demo import build_demo
 
         log.info("the demo snapshot is not built yet; building it now")
-        path = build_demo(root=root, progress=False).path
-    elif str(ref) == "demo-prose" and not (snapshots_dir(root) / "demo-prose" / "manifest.json").is_file():
+        path = build_demo(root=home, progress=False).path
+    elif str(ref) == "demo-prose" and not (snapshots_dir(home) / "demo-prose" / "manifest.json").is_file():
         from largefedbench.data.demo import build_prose_demo
 
         log.info("the demo-prose snapshot is not built yet; building it now")
-        path = build_prose_demo(root=root, progress=False).path
+        path = build_prose_demo(root=home, progress=False).path
     else:
-        path = resolve_snapshot(ref, root)
+        path = resolve_snapshot(ref, home)
         if str(ref) == "demo":
             from largefedbench.data.demo import check_demo_version
 

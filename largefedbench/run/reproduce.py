@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from largefedbench.deprecation import renamed_path
 from largefedbench.environment import cpu_bf16
 from largefedbench.errors import InputError, SnapshotError
 from largefedbench.leaderboard.check_privacy import epsilon_matches
@@ -379,13 +378,11 @@ def _precision_as(entry: Entry, notes: list[str]):
 
 def reproduce(path: Path, *, home: Path | None = None, tolerances: Tolerances = Tolerances(),
               out: Path | None = None, progress: bool = False, seeds: Sequence[int] | None = None,
-              log: Callable[[str], None] | None = None, root: Path | None = None) -> ReproduceResult:
+              log: Callable[[str], None] | None = None) -> ReproduceResult:
     """Re-run the entry at ``path`` (snapshots and caches from the LargeFedBench ``home``, default ``$LFB_HOME``)
-    and compare; ``seeds``: only these of the entry's seeds. Raises :class:`InputError` if the entry is not valid.
-    ``root`` is the deprecated name of ``home``."""
+    and compare; ``seeds``: only these of the entry's seeds. Raises :class:`InputError` if the entry is not valid."""
     from largefedbench.run.eval import run_eval
 
-    home = renamed_path("reproduce", "home", home, "root", root)
     path = Path(path)
     report = validate_entry_file(EntryFile(path, board_of(path)))
     if not report.valid:

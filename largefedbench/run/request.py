@@ -4,11 +4,10 @@ run (:class:`EvalResult`): the types the modules of the harness pass each other,
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from largefedbench.deprecation import renamed_path
 from largefedbench.leaderboard.schema import Entry
 from largefedbench.privacy import PrivacyBudget
 from largefedbench.registry import ResolvedMethod
@@ -42,10 +41,8 @@ class EvalRequest:
     made_with: str | None = None  # with ``synthetic``: the tool that made the texts, as the entry states it
     progress: bool = True
     command: str = ""
-    root: InitVar[Path | None] = None  # deprecated name of ``home``
 
-    def __post_init__(self, root: Path | None) -> None:
-        object.__setattr__(self, "home", renamed_path("EvalRequest", "home", self.home, "root", root, stacklevel=4))
+    def __post_init__(self) -> None:
         if self.dataset is None:
             object.__setattr__(self, "dataset", default_dataset(self.profile))
 

@@ -336,13 +336,10 @@ def _check_leaks(report: SmokeReport, search: LeakSearch) -> None:
 
 def smoke(method: str, *, epsilon: float | None = None, delta: float | None = None,
           overrides: dict[str, str] | None = None, seed: int = 0, dataset: str = "demo", home: Path | None = None,
-          log: Callable[[str], None] | None = None, root: Path | None = None, sandbox: str = "auto") -> SmokeReport:
+          log: Callable[[str], None] | None = None, sandbox: str = "auto") -> SmokeReport:
     """Smoke-test ``method`` (a registered name, ``module:Class`` or ``file.py:Class``) with the snapshots and caches
-    of ``home`` (default ``$LFB_HOME``; ``root`` is its deprecated name); see the module docstring. ``sandbox`` is
-    ``lfb eval``'s: ``auto`` runs a plug-in in its sandbox, ``off`` every method in this process."""
-    from largefedbench.deprecation import renamed_path
-
-    home = renamed_path("smoke", "home", home, "root", root)
+    of ``home`` (default ``$LFB_HOME``); see the module docstring. ``sandbox`` is ``lfb eval``'s: ``auto`` runs a
+    plug-in in its sandbox, ``off`` every method in this process."""
     from largefedbench.errors import LfbError, MethodError
     from largefedbench.models import load_models
     from largefedbench.registry import method_target

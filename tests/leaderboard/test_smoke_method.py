@@ -19,7 +19,7 @@ BROKEN = Path(__file__).parent / "broken_methods.py"
 
 def test_the_example_plugin_passes_through_the_cli(example_plugin, tiny):
     _fd, _bundle, root = tiny
-    out = subprocess.run([LFB, "smoke", "dp-unigram-example", "--root", str(root), "--quiet"], check=False, capture_output=True,
+    out = subprocess.run([LFB, "smoke", "dp-unigram-example", "--home", str(root), "--quiet"], check=False, capture_output=True,
                          text=True, timeout=600, env=dict(os.environ))
     assert out.returncode == 0, out.stdout + out.stderr
     for check in ("contract", "private-data", "leaks", "isolation", "artifact", "ledger", "determinism", "time"):
@@ -89,7 +89,7 @@ def test_a_leaky_method_fails_smoke_saying_what_leaked_and_where(cls, failures, 
 
 def test_a_failing_smoke_exits_non_zero(tiny, capsys):
     _fd, _bundle, root = tiny
-    code = main(["smoke", f"{BROKEN}:Silent", "--root", str(root), "--quiet", "--json"])
+    code = main(["smoke", f"{BROKEN}:Silent", "--home", str(root), "--quiet", "--json"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert '"ok": false' in out

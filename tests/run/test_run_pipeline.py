@@ -109,13 +109,8 @@ def test_jsonable_keeps_what_json_holds_and_says_what_it_cannot():
         {"1": [0.5, 3], "x": "inf", "o": repr(object)}
 
 
-def test_the_request_names_the_lfb_home_home_and_still_takes_root(tmp_path):
+def test_the_request_names_the_lfb_home_home(tmp_path):
     assert EvalRequest(method="public", home=tmp_path).home == tmp_path
-    with pytest.warns(DeprecationWarning, match="home="):
-        assert EvalRequest(method="public", root=tmp_path).home == tmp_path
-    with pytest.raises(InputError, match="give home only"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        EvalRequest(method="public", home=tmp_path, root=tmp_path / "other")
 
 
 def test_entries_are_typed_and_written_as_the_json_they_were_read_from():
