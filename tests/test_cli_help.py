@@ -1,9 +1,14 @@
-"""The shape of ``lfb``'s command tree: every command runs something, lists its subcommands and explains its flags."""
+"""The shape of ``lfb``'s command tree: every command runs something, lists its subcommands and explains its flags;
+and its help texts, which stay as they are unless changed on purpose (the golden file, see
+:func:`test_every_help_text_is_the_golden_one`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,7 +54,7 @@ def test_every_shown_flag_has_a_help_text():
 
 
 def test_hidden_flags_stay_hidden():
-    """The old spellings of --home (and other suppressed flags) are parsed but not shown."""
+    """Suppressed flags (refresh's --biorxiv-server) are parsed but not shown."""
     for path, parser in parsers(build_parser()):
         shown = parser.format_help()
         for action in parser._actions:
@@ -78,3 +83,37 @@ def test_every_help_prints_and_exits_zero(path, capsys):
 def test_a_group_without_a_command_prints_its_help_and_fails(capsys):
     assert main([]) == 2 and "COMMAND" in capsys.readouterr().out
     assert main(["data"]) == 2 and "export" in capsys.readouterr().out
+
+
+#: every ``lfb ... --help`` at :data:`HELP_COLUMNS` columns, each after a ``$ lfb ... --help`` line
+GOLDEN_HELP = Path(__file__).parent / "golden" / "lfb_help.txt"
+HELP_COLUMNS = 100
+REGENERATE = "LFB_REGENERATE_HELP"
+
+
+def help_texts() -> str:
+    """The golden file's content: a header naming the Python whose argparse formatted it, then every help text."""
+    python = ".".join(map(str, sys.version_info[:2]))
+    out = [f"# lfb's help texts, COLUMNS={HELP_COLUMNS}, Python {python}'s argparse; regenerate on purpose with\n"
+           f"# {REGENERATE}=1 pytest tests/test_cli_help.py -k golden\n"]
+    for path, parser in parsers(build_parser()):
+        out.append(f"\n$ {' '.join(('lfb', *path, '--help'))}\n{parser.format_help()}")
+    return "".join(out)
+
+
+def test_every_help_text_is_the_golden_one(monkeypatch):
+    """``lfb --help`` and every command's and subcommand's help, byte for byte, as tests/golden/lfb_help.txt holds
+    them. A change to a help text (a flag, a description, an example) is made on purpose: regenerate the file with
+    ``LFB_REGENERATE_HELP=1 pytest tests/test_cli_help.py -k golden`` and commit it with the change, so the diff shows
+    what users will see. The width is fixed (argparse wraps at $COLUMNS); argparse's layout differs between Python
+    versions, so on another Python than the file's the comparison is skipped."""
+    monkeypatch.setenv("COLUMNS", str(HELP_COLUMNS))
+    texts = help_texts()
+    if os.environ.get(REGENERATE):
+        GOLDEN_HELP.parent.mkdir(exist_ok=True)
+        GOLDEN_HELP.write_text(texts, encoding="utf-8")
+    golden = GOLDEN_HELP.read_text(encoding="utf-8")
+    if golden.splitlines()[0] != texts.splitlines()[0]:
+        pytest.skip(f"{GOLDEN_HELP.name} was written on another Python: {golden.splitlines()[0]}")
+    assert texts == golden, (f"a help text differs from {GOLDEN_HELP}: if the change is meant, run "
+                             f"{REGENERATE}=1 pytest tests/test_cli_help.py -k golden and commit the file")

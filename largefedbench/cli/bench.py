@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from largefedbench.cli.flags import _add_executor_flags, _add_output_flags
+from largefedbench.cli.flags import _add_command, _add_executor_flags, _add_group, _add_output_flags
 from largefedbench.cli.output import _progress, _show
 
 
@@ -60,12 +60,12 @@ def _batch_sizes(text: str) -> list[int]:
 
 def add_bench_parser(sub) -> None:
     """``lfb bench scale`` and ``lfb bench llm``."""
-    bench = sub.add_parser("bench", help="benchmarks: scale, llm")
-    bsub = bench.add_subparsers(dest="bench_command", metavar="COMMAND")
-    p = bsub.add_parser("scale", help="POPri's client side through the federation at paper scale (synthetic)",
-                        description="Release POPri's noised score sum once on a synthetic federation (random unit "
-                        "embeddings, ~6.6 spans per client): per-stage times, peak RSS, this machine's fp32 GEMM rate, "
-                        "the naive matrix-product limit (clients x samples x dim MACs at that rate) and the ratio.")
+    bsub = _add_group(sub, "bench", help="benchmarks: scale, llm")
+    p = _add_command(bsub, "scale", cmd_bench_scale,
+                     help="POPri's client side through the federation at paper scale (synthetic)",
+                     description="Release POPri's noised score sum once on a synthetic federation (random unit "
+                     "embeddings, ~6.6 spans per client): per-stage times, peak RSS, this machine's fp32 GEMM rate, "
+                     "the naive matrix-product limit (clients x samples x dim MACs at that rate) and the ratio.")
     p.add_argument("--clients", type=int, default=133_000, help="clients (default 133000, Congressional Speeches)")
     p.add_argument("--samples", type=int, default=18_000, help="synthetic samples (default 18000)")
     p.add_argument("--dim", type=int, default=384, help="embedding width (default 384)")
@@ -75,14 +75,14 @@ def add_bench_parser(sub) -> None:
     _add_executor_flags(p, default="local")  # library client functions only: nothing to isolate
     _add_output_flags(p, json_help="print one JSON document (with a checksum of the noised sum)",
                       quiet_help="no progress bar")
-    p.set_defaults(func=cmd_bench_scale)
-    p = bsub.add_parser("llm", help="the cpu profile's LLM: sampling tokens/s and a DPO step against this machine's limit",
-                        description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
-                        "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
-                        "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
-                        "same run; one cohort's DP client step (LoRA fine-tuning of the generator, 4 x params FLOPs/token); the "
-                        "bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift); and, with --backend, other "
-                        "generation backends (CTranslate2, ONNX Runtime GenAI) against our loop.")
+    p = _add_command(bsub, "llm", cmd_bench_llm,
+                     help="the cpu profile's LLM: sampling tokens/s and a DPO step against this machine's limit",
+                     description="SmolLM2-135M (the cpu profile's generator): new tokens/s by batch size for continuation, "
+                     "few-shot and instruction prompts in float32 and bf16 (and HF generate, the naive reference), a DPO "
+                     "step's seconds, each against 2 x params FLOPs/token (6 x for DPO) at the GEMM rate measured in the "
+                     "same run; one cohort's DP client step (LoRA fine-tuning of the generator, 4 x params FLOPs/token); the "
+                     "bf16-vs-float32 quality check (teacher-forced agreement, KL, FID shift); and, with --backend, other "
+                     "generation backends (CTranslate2, ONNX Runtime GenAI) against our loop.")
     p.add_argument("--prompts", type=int, default=64, help="samples per case (default 64)")
     p.add_argument("--new-tokens", type=int, default=48, help="new tokens per sample (default 48, the cpu presets')")
     p.add_argument("--batch-sizes", default="16,64", help="comma-separated batch sizes (default 16,64)")
@@ -102,5 +102,3 @@ def add_bench_parser(sub) -> None:
                    "installed gets a row saying so")
     p.add_argument("--home", default=None, help="where the converted GGUF is cached (default $LFB_HOME)")
     _add_output_flags(p, json_help="print one JSON document", quiet_help="no progress lines")
-    p.set_defaults(func=cmd_bench_llm)
-    bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_home, _add_output_flags
+from largefedbench.cli.flags import _add_command, _add_home, _add_output_flags
 from largefedbench.cli.output import _show
 
 
@@ -43,17 +43,18 @@ def cmd_cutoffs_measure(args) -> int:
 
 def add_cutoffs_parser(sub) -> None:
     """``lfb cutoffs`` and ``lfb cutoffs measure``."""
-    p = sub.add_parser("cutoffs", help="the registry of LLM knowledge cutoffs; `measure`: an LLM's loss by month")
+    p = _add_command(sub, "cutoffs", cmd_cutoffs,
+                     help="the registry of LLM knowledge cutoffs; `measure`: an LLM's loss by month")
     _add_output_flags(p, quiet_help=None)
-    p.set_defaults(func=cmd_cutoffs)
     csub = p.add_subparsers(dest="cutoffs_command", metavar="COMMAND")
-    p = csub.add_parser("measure", help="an LLM's per-token loss by month over dated records, and its effective cutoff",
-                        description="Score a seeded sample of windows of each month's records with MODEL (mean "
-                        "next-token loss, nats), with a 95% interval by a bootstrap over records, beside a "
-                        "topic-standardised mean (MiniLM embeddings, k-means topics), and fit a change point (a step, "
-                        "or flat then rising) to the curve: a rise that a straight line and month-to-month noise do "
-                        "not explain marks the effective cutoff (Cheng et al. 2024, 'Dated Data'). MODEL: a name or alias of `lfb cutoffs` (smollm2-135m loads the cpu "
-                        "profile's packaged SmolLM2) or a local Hugging Face model folder.")
+    p = _add_command(csub, "measure", cmd_cutoffs_measure,
+                     help="an LLM's per-token loss by month over dated records, and its effective cutoff",
+                     description="Score a seeded sample of windows of each month's records with MODEL (mean "
+                     "next-token loss, nats), with a 95% interval by a bootstrap over records, beside a "
+                     "topic-standardised mean (MiniLM embeddings, k-means topics), and fit a change point (a step, "
+                     "or flat then rising) to the curve: a rise that a straight line and month-to-month noise do "
+                     "not explain marks the effective cutoff (Cheng et al. 2024, 'Dated Data'). MODEL: a name or alias of `lfb cutoffs` (smollm2-135m loads the cpu "
+                     "profile's packaged SmolLM2) or a local Hugging Face model folder.")
     p.add_argument("model", metavar="MODEL", help="registry name or alias (e.g. smollm2-135m), or a model folder")
     p.add_argument("--dataset", help="a snapshot (name, prefix, dataset name or folder): every split's records")
     p.add_argument("--mirror", type=Path, metavar="DIR", help="a mirror folder of a source's files instead (needs "
@@ -76,4 +77,3 @@ def add_cutoffs_parser(sub) -> None:
     _add_home(p)
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_cutoffs_measure)

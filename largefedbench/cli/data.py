@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_common, _add_home
+from largefedbench.cli.flags import _add_command, _add_common, _add_group, _add_home
 from largefedbench.cli.output import _show
 
 
@@ -81,31 +81,28 @@ def cmd_data_export(args) -> int:
 
 def add_data_parser(sub) -> None:
     """``lfb data`` and its commands."""
-    data = sub.add_parser("data", help="snapshots: the demo, list, info, verify, export")
-    dsub = data.add_subparsers(dest="data_command", metavar="COMMAND")
-    p = dsub.add_parser("demo", help="build (deterministically, offline) and show the synthetic demo snapshot")
+    dsub = _add_group(sub, "data", help="snapshots: the demo, list, info, verify, export")
+    p = _add_command(dsub, "demo", cmd_data_demo,
+                     help="build (deterministically, offline) and show the synthetic demo snapshot")
     _add_common(p)
     p.add_argument("--prose", action="store_true", help="the demo-prose snapshot instead: the demo's records with "
                    "text a real LLM wrote (shipped; the cpu profile's default dataset)")
-    p.set_defaults(func=cmd_data_demo)
-    p = dsub.add_parser("list", help="list the snapshots under $LFB_HOME")
+    p = _add_command(dsub, "list", cmd_data_list, help="list the snapshots under $LFB_HOME")
     _add_common(p)
-    p.set_defaults(func=cmd_data_list)
-    p = dsub.add_parser("info", help="a snapshot's statistics (POPri Table 5 columns, dates, sources, licences)")
+    p = _add_command(dsub, "info", cmd_data_info,
+                     help="a snapshot's statistics (POPri Table 5 columns, dates, sources, licences)")
     p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
     _add_common(p)
-    p.set_defaults(func=cmd_data_info)
-    p = dsub.add_parser("verify", help="hash a snapshot's data in full against its manifest (loading only checks "
-                        "file sizes and times once it has hashed)")
+    p = _add_command(dsub, "verify", cmd_data_verify,
+                     help="hash a snapshot's data in full against its manifest (loading only checks "
+                     "file sizes and times once it has hashed)")
     p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
     _add_common(p)
-    p.set_defaults(func=cmd_data_verify)
-    p = dsub.add_parser("export", help="write a snapshot for other tools: flower (an HF dataset, one row per sample "
-                        "with client_id) or dpsda (private.csv and public.csv with the text column Private Evolution "
-                        "reads)")
+    p = _add_command(dsub, "export", cmd_data_export,
+                     help="write a snapshot for other tools: flower (an HF dataset, one row per sample "
+                     "with client_id) or dpsda (private.csv and public.csv with the text column Private Evolution "
+                     "reads)")
     p.add_argument("snapshot", help="snapshot name, unique prefix, dataset name (newest) or folder")
     p.add_argument("--format", required=True, choices=["flower", "dpsda"], help="what to write")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new folder to write it into")
     _add_home(p)
-    p.set_defaults(func=cmd_data_export)
-    data.set_defaults(func=lambda a: (data.print_help(), 2)[1])

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_executor_flags, _add_home, _add_output_flags, _seeds, _set_pairs
+from largefedbench.cli.flags import _add_command, _add_executor_flags, _add_home, _add_output_flags, _seeds, _set_pairs
 from largefedbench.cli.output import _print_json, _progress
 
 
@@ -94,13 +94,14 @@ def cmd_audit(args) -> int:
 
 def add_eval_parser(sub) -> None:
     """``lfb eval``."""
-    p = sub.add_parser("eval", help="run a method under an (epsilon, delta) budget and write a leaderboard entry",
-                       description="Run METHOD for each seed, train/evaluate the downstream model, compute epsilon from "
-                       "the privacy ledger and write leaderboard/entries/DATASET/METHOD/ENTRY.json. With only --method "
-                       "it runs offline on the demo snapshot with the tiny profile. A killed run resumes when the same "
-                       "command is run again. With --synthetic FILE instead of --method it scores synthetic text made "
-                       "by another tool (e.g. DPSDA's Private Evolution) and writes a declared-privacy entry, shown "
-                       "apart on the board.")
+    p = _add_command(sub, "eval", cmd_eval,
+                     help="run a method under an (epsilon, delta) budget and write a leaderboard entry",
+                     description="Run METHOD for each seed, train/evaluate the downstream model, compute epsilon from "
+                     "the privacy ledger and write leaderboard/entries/DATASET/METHOD/ENTRY.json. With only --method "
+                     "it runs offline on the demo snapshot with the tiny profile. A killed run resumes when the same "
+                     "command is run again. With --synthetic FILE instead of --method it scores synthetic text made "
+                     "by another tool (e.g. DPSDA's Private Evolution) and writes a declared-privacy entry, shown "
+                     "apart on the board.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--method", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
     what.add_argument("--synthetic", type=Path, metavar="FILE", help="score these synthetic texts instead of running a "
@@ -126,17 +127,17 @@ def add_eval_parser(sub) -> None:
     _add_run_flags(p)
     _add_executor_flags(p)
     _add_output_flags(p, json_help="print the entry", quiet_help="no progress bars")
-    p.set_defaults(func=cmd_eval)
 
 
 def add_audit_parser(sub) -> None:
     """``lfb audit``."""
-    p = sub.add_parser("audit", help="audit a method's privacy: canary clients in the run, an empirical epsilon lower bound",
-                       description="Run METHOD like `lfb eval` with M canary clients, each added to the train split by a "
-                       "seeded coin flip; score every canary from what the run released (the model's delta for "
-                       "model-training methods, the synthetic set for synthetic-data methods) and write an entry whose "
-                       "audit section has the one-run epsilon lower bound (Steinke, Nasr & Jagielski 2023) beside the "
-                       "claimed epsilon, plus Andrew et al.'s one-shot estimate for model updates.")
+    p = _add_command(sub, "audit", cmd_audit,
+                     help="audit a method's privacy: canary clients in the run, an empirical epsilon lower bound",
+                     description="Run METHOD like `lfb eval` with M canary clients, each added to the train split by a "
+                     "seeded coin flip; score every canary from what the run released (the model's delta for "
+                     "model-training methods, the synthetic set for synthetic-data methods) and write an entry whose "
+                     "audit section has the one-run epsilon lower bound (Steinke, Nasr & Jagielski 2023) beside the "
+                     "claimed epsilon, plus Andrew et al.'s one-shot estimate for model updates.")
     p.add_argument("--method", required=True, help="a name from `lfb methods`")
     p.add_argument("--canaries", type=int, default=100, metavar="M", help="number of canaries, about half inserted (default 100)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
@@ -146,7 +147,6 @@ def add_audit_parser(sub) -> None:
     p.add_argument("--epsilon", type=float, nargs="+", help="one or more claimed epsilons to run at (default 1)")
     _add_run_flags(p)
     _add_output_flags(p, json_help="print the entry (a list with several --epsilon)", quiet_help="no progress bars")
-    p.set_defaults(func=cmd_audit)
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:

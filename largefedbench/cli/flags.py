@@ -1,9 +1,25 @@
-"""Flags several commands share and how their values are read."""
+"""How a command and a command group are set up, the flags several commands share and how their values are read."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+
+
+def _add_command(sub, name: str, handler: Callable[[argparse.Namespace], int], **kwargs) -> argparse.ArgumentParser:
+    """The command ``NAME`` under ``sub`` (``kwargs``: its help, description, …), run by ``handler(args)``, which
+    returns the exit code; returns the command's parser, for its flags."""
+    p = sub.add_parser(name, **kwargs)
+    p.set_defaults(func=handler)
+    return p
+
+
+def _add_group(sub, name: str, *, metavar: str = "COMMAND", **kwargs) -> argparse._SubParsersAction:
+    """The command group ``lfb NAME COMMAND`` (``kwargs``: its help, epilog, …): without a command it prints its help
+    and fails (exit 2). Returns what its commands are added to; the chosen one is ``args.NAME_command``."""
+    group = _add_command(sub, name, lambda args: (group.print_help(), 2)[1], **kwargs)
+    return group.add_subparsers(dest=f"{name}_command", metavar=metavar)
 
 
 def _add_home(p: argparse.ArgumentParser) -> None:

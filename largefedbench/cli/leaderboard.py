@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_home, _add_output_flags, _seeds
+from largefedbench.cli.flags import _add_command, _add_group, _add_home, _add_output_flags, _seeds
 from largefedbench.cli.output import _print_json, _progress, _show
 
 
@@ -97,30 +97,30 @@ def cmd_leaderboard_submit(args) -> int:
 
 def add_leaderboard_parser(sub) -> None:
     """``lfb leaderboard`` and its commands."""
-    board = sub.add_parser("leaderboard", help="validate, render and reproduce leaderboard entries",
-                           epilog="examples:\n  lfb leaderboard validate\n  lfb leaderboard render --out leaderboard\n"
-                           "  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json\n"
-                           "  lfb leaderboard submit leaderboard/entries/demo/my-method/ENTRY.json --board ../board/leaderboard",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    bsub = board.add_subparsers(dest="leaderboard_command", metavar="COMMAND")
-    p = bsub.add_parser("validate", help="check entries: schema, ε from the ledgers, δ, seeds, consistency, paths",
-                        description="Check every entry (default: ./leaderboard/entries). Exit 1 if any is invalid. "
-                        "Entries are read as data only: nothing in them is imported or executed.")
+    bsub = _add_group(sub, "leaderboard", help="validate, render and reproduce leaderboard entries",
+                      epilog="examples:\n  lfb leaderboard validate\n  lfb leaderboard render --out leaderboard\n"
+                      "  lfb leaderboard reproduce leaderboard/entries/demo/public/ENTRY.json\n"
+                      "  lfb leaderboard submit leaderboard/entries/demo/my-method/ENTRY.json --board ../board/leaderboard",
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _add_command(bsub, "validate", cmd_leaderboard_validate,
+                     help="check entries: schema, ε from the ledgers, δ, seeds, consistency, paths",
+                     description="Check every entry (default: ./leaderboard/entries). Exit 1 if any is invalid. "
+                     "Entries are read as data only: nothing in them is imported or executed.")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="entry files or folders")
     p.add_argument("--all", dest="verbose_entries", action="store_true", help="list every entry, not only those with findings")
     _add_output_flags(p, quiet_help=None)
-    p.set_defaults(func=cmd_leaderboard_validate)
-    p = bsub.add_parser("render", help="write README.md, index.html and plots/ from the entries",
-                        description="Render the board from OUT/entries into OUT/README.md, OUT/index.html and OUT/plots/. "
-                        "Invalid entries are not shown; --check writes nothing and exits 1 if the pages are stale.")
+    p = _add_command(bsub, "render", cmd_leaderboard_render,
+                     help="write README.md, index.html and plots/ from the entries",
+                     description="Render the board from OUT/entries into OUT/README.md, OUT/index.html and OUT/plots/. "
+                     "Invalid entries are not shown; --check writes nothing and exits 1 if the pages are stale.")
     p.add_argument("--out", type=Path, default=Path("leaderboard"), help="the board folder (default ./leaderboard)")
     p.add_argument("--check", action="store_true", help="only check that README.md and index.html are up to date")
-    p.set_defaults(func=cmd_leaderboard_render)
-    p = bsub.add_parser("reproduce", help="re-run an entry's resolved config and compare the numbers",
-                        description="Re-run ENTRY (same method name, snapshot, seeds, budget, profile and config) in a "
-                        "temporary folder and compare every number with its tolerance; exit 1 if any is outside. With "
-                        "--sample K, re-run K randomly drawn ranked entries of the board folder (cheapest first), store "
-                        "ENTRY-ID.reproduced.json beside each and render the board with the marks.")
+    p = _add_command(bsub, "reproduce", cmd_leaderboard_reproduce,
+                     help="re-run an entry's resolved config and compare the numbers",
+                     description="Re-run ENTRY (same method name, snapshot, seeds, budget, profile and config) in a "
+                     "temporary folder and compare every number with its tolerance; exit 1 if any is outside. With "
+                     "--sample K, re-run K randomly drawn ranked entries of the board folder (cheapest first), store "
+                     "ENTRY-ID.reproduced.json beside each and render the board with the marks.")
     p.add_argument("entry", type=Path, nargs="?", help="an entry file under leaderboard/entries/ (with --sample: the "
                    "board folder, default ./leaderboard)")
     p.add_argument("--sample", type=int, metavar="K", help="re-run K random ranked entries of the board and mark it")
@@ -140,13 +140,13 @@ def add_leaderboard_parser(sub) -> None:
     p.add_argument("--accuracy-tolerance", type=float, default=None, help="one fixed absolute tolerance on accuracies "
                    "(default: 2 sample SDs of the entry's own per-seed values, at least 0.002; leaderboard/ranks.py)")
     _add_output_flags(p)
-    p.set_defaults(func=cmd_leaderboard_reproduce)
-    p = bsub.add_parser("submit", help="check an entry as the board's CI will and lay out its pull request",
-                        description="Validate ENTRY (with fix hints), check its plots, that it is not demo data "
-                        "(unless --allow-demo) and that its method can be found again (built-in, declared, a package "
-                        "version installed from an index, or a pushed commit of its repository), run `lfb smoke` on a "
-                        "plug-in method, then copy the entry into the board folder, render the board and, inside a git "
-                        "checkout, commit the files on a branch submit/ENTRY-ID (else print the steps).")
+    p = _add_command(bsub, "submit", cmd_leaderboard_submit,
+                     help="check an entry as the board's CI will and lay out its pull request",
+                     description="Validate ENTRY (with fix hints), check its plots, that it is not demo data "
+                     "(unless --allow-demo) and that its method can be found again (built-in, declared, a package "
+                     "version installed from an index, or a pushed commit of its repository), run `lfb smoke` on a "
+                     "plug-in method, then copy the entry into the board folder, render the board and, inside a git "
+                     "checkout, commit the files on a branch submit/ENTRY-ID (else print the steps).")
     p.add_argument("entry", type=Path, help="the entry file `lfb eval` wrote")
     p.add_argument("--board", type=Path, default=Path("leaderboard"), help="the board folder of your clone of the "
                    "board's repository (default ./leaderboard)")
@@ -155,5 +155,3 @@ def add_leaderboard_parser(sub) -> None:
                    "by default: the board would rank it in its demo group)")
     _add_home(p)
     _add_output_flags(p)
-    p.set_defaults(func=cmd_leaderboard_submit)
-    board.set_defaults(func=lambda a: (board.print_help(), 2)[1])

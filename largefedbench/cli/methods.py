@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_output_flags
+from largefedbench.cli.flags import _add_command, _add_group, _add_output_flags
 from largefedbench.cli.output import _show
 
 
@@ -89,23 +89,21 @@ def cmd_new_method(args) -> int:
 
 def add_methods_parser(sub) -> None:
     """``lfb methods``."""
-    p = sub.add_parser("methods", help="the registered methods: name, paper, output kind, status; or one method's "
-                       "settings", description="List the registered methods, or with NAME show one method's settings: "
-                       "each `--set` key with its value in the paper, cpu and tiny presets.")
+    p = _add_command(sub, "methods", cmd_methods,
+                     help="the registered methods: name, paper, output kind, status; or one method's "
+                     "settings", description="List the registered methods, or with NAME show one method's settings: "
+                     "each `--set` key with its value in the paper, cpu and tiny presets.")
     p.add_argument("name", nargs="?", metavar="NAME", help="a method name (or module:Class): show its settings")
     _add_output_flags(p, quiet_help=None)
-    p.set_defaults(func=cmd_methods)
 
 
 def add_new_parser(sub) -> None:
     """``lfb new method``."""
-    new = sub.add_parser("new", help="start a plug-in package: `lfb new method NAME`")
-    nsub = new.add_subparsers(dest="new_command", metavar="WHAT")
-    p = nsub.add_parser("method", help="write a plug-in package that installs and passes `lfb smoke`",
-                        description="Write a method package (the DP unigram template under NAME): pyproject.toml with "
-                        "the largefedbench.methods entry point, the module with its paper(), cpu() and tiny() presets, "
-                        "tests/test_method.py and a README with the install and smoke commands.")
+    nsub = _add_group(sub, "new", metavar="WHAT", help="start a plug-in package: `lfb new method NAME`")
+    p = _add_command(nsub, "method", cmd_new_method,
+                     help="write a plug-in package that installs and passes `lfb smoke`",
+                     description="Write a method package (the DP unigram template under NAME): pyproject.toml with "
+                     "the largefedbench.methods entry point, the module with its paper(), cpu() and tiny() presets, "
+                     "tests/test_method.py and a README with the install and smoke commands.")
     p.add_argument("name", help="the method's registry name, a safe id (e.g. my-method)")
     p.add_argument("--dir", type=Path, default=None, help="the package folder to create (default ./lfb-NAME)")
-    p.set_defaults(func=cmd_new_method)
-    new.set_defaults(func=lambda a: (new.print_help(), 2)[1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from largefedbench.cli.flags import _add_output_flags
+from largefedbench.cli.flags import _add_command, _add_group, _add_output_flags
 from largefedbench.cli.output import _print_json
 
 
@@ -41,14 +41,14 @@ def cmd_privacy_epsilon(args) -> int:
 
 def add_privacy_parser(sub) -> None:
     """``lfb privacy noise`` and ``lfb privacy epsilon``."""
-    privacy = sub.add_parser("privacy", help="calibrate noise (sigma) for a budget, or the epsilon of a noise level")
-    psub = privacy.add_subparsers(dest="privacy_command", metavar="COMMAND")
+    psub = _add_group(sub, "privacy", help="calibrate noise (sigma) for a budget, or the epsilon of a noise level")
     for name, target, func, help_ in (
         ("noise", "--epsilon", cmd_privacy_noise, "sigma that meets (epsilon, delta) over the planned rounds"),
         ("epsilon", "--sigma", cmd_privacy_epsilon, "epsilon spent at delta by rounds with noise multiplier sigma"),
     ):
-        p = psub.add_parser(name, help=help_, description=help_ + ". POPri Table 3: lfb privacy noise --epsilon 1 "
-                            "--delta 3e-6 --clients 10000 --per-round 1000 --steps 20 [--mechanism tree]")
+        p = _add_command(psub, name, func,
+                         help=help_, description=help_ + ". POPri Table 3: lfb privacy noise --epsilon 1 "
+                         "--delta 3e-6 --clients 10000 --per-round 1000 --steps 20 [--mechanism tree]")
         p.add_argument(target, dest=target.strip("-"), type=float, required=True,
                        help="the target ε" if target == "--epsilon" else "the noise multiplier σ (noise std / clip)")
         p.add_argument("--delta", type=float, required=True, help="δ of the guarantee (e.g. 3e-6, below 1/N)")
@@ -60,5 +60,3 @@ def add_privacy_parser(sub) -> None:
         p.add_argument("--per-round", type=int, help="clients per round B (q = B/N)")
         p.add_argument("--accountant", default="auto", help="auto, rdp, pld, prv (default auto)")
         _add_output_flags(p, quiet_help=None)
-        p.set_defaults(func=func)
-    privacy.set_defaults(func=lambda a: (privacy.print_help(), 2)[1])

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from largefedbench.cli.flags import _add_common, _add_home, _add_output_flags
+from largefedbench.cli.flags import _add_command, _add_common, _add_home, _add_output_flags
 from largefedbench.cli.output import _show
 
 
@@ -129,9 +129,9 @@ def _push(release: dict, args) -> None:
 
 def add_refresh_parser(sub) -> None:
     """``lfb refresh``."""
-    p = sub.add_parser("refresh", help="scrape sources for a date window and write dated snapshots",
-                       description="Scrape the sources of a window, clean, cut into spans and write one snapshot per dataset. "
-                       "Interrupted refreshes resume from the raw responses stored under $LFB_HOME/raw.")
+    p = _add_command(sub, "refresh", cmd_refresh, help="scrape sources for a date window and write dated snapshots",
+                     description="Scrape the sources of a window, clean, cut into spans and write one snapshot per dataset. "
+                     "Interrupted refreshes resume from the raw responses stored under $LFB_HOME/raw.")
     p.add_argument("--sources", help="comma-separated: biorxiv, us, uk, ca, arxiv (default: all live ones; biorxiv builds the biorxiv snapshot, us/uk/ca the congress one, arxiv (--mirror only) arxiv-qbio)")
     p.add_argument("--since", help="window start, YYYY-MM or YYYY-MM-DD")
     p.add_argument("--until", help="window end, YYYY-MM (end of month) or YYYY-MM-DD (default: today)")
@@ -156,16 +156,15 @@ def add_refresh_parser(sub) -> None:
                    "each against the release's content hash (`lfb release --list`)")
     p.add_argument("--biorxiv-server", default="biorxiv", choices=["biorxiv", "medrxiv"], help=argparse.SUPPRESS)
     _add_common(p)
-    p.set_defaults(func=cmd_refresh)
 
 
 def add_release_parser(sub) -> None:
     """``lfb release``."""
-    p = sub.add_parser("release", help="name a set of snapshots as a dated release (quarterly: YYYYqN)",
-                       description="Write release NAME: for each snapshot its dataset, window, content hash, sources "
-                       "and scraper versions, cleaning, span and split settings, with a changelog against the previous "
-                       "release. `lfb refresh --release NAME` rebuilds it, `--dataset DATASET@NAME` (and "
-                       "load_snapshot) loads it, refusing content that does not hash to it.")
+    p = _add_command(sub, "release", cmd_release, help="name a set of snapshots as a dated release (quarterly: YYYYqN)",
+                     description="Write release NAME: for each snapshot its dataset, window, content hash, sources "
+                     "and scraper versions, cleaning, span and split settings, with a changelog against the previous "
+                     "release. `lfb refresh --release NAME` rebuilds it, `--dataset DATASET@NAME` (and "
+                     "load_snapshot) loads it, refusing content that does not hash to it.")
     p.add_argument("name", nargs="?", help="the release's name, e.g. 2026q4")
     p.add_argument("--snapshots", help="comma-separated snapshot names, prefixes or dataset names (the newest of each)")
     p.add_argument("--previous", help="the release to write the changelog against (default: the newest named before it)")
@@ -178,4 +177,3 @@ def add_release_parser(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the releases known here")
     _add_home(p)
     _add_output_flags(p, quiet_help=None)
-    p.set_defaults(func=cmd_release)

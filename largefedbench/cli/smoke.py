@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from largefedbench.cli.flags import _add_home, _add_output_flags, _set_pairs
+from largefedbench.cli.flags import _add_command, _add_home, _add_output_flags, _set_pairs
 from largefedbench.cli.output import _progress, _show
 
 
@@ -29,10 +29,11 @@ def cmd_smoke(args) -> int:
 
 def add_smoke_parser(sub) -> None:
     """``lfb smoke``."""
-    p = sub.add_parser("smoke", help="seconds-long check of a method before `lfb eval` (contract, ledger, determinism)",
-                       description="Run METHOD twice with one seed on the demo snapshot with the tiny profile and check "
-                       "the contract, that private data is reached only through the federation, that every DP release "
-                       "is in the ledger (non-empty for a private method, ε within the target) and that the runs agree.")
+    p = _add_command(sub, "smoke", cmd_smoke,
+                     help="seconds-long check of a method before `lfb eval` (contract, ledger, determinism)",
+                     description="Run METHOD twice with one seed on the demo snapshot with the tiny profile and check "
+                     "the contract, that private data is reached only through the federation, that every DP release "
+                     "is in the ledger (non-empty for a private method, ε within the target) and that the runs agree.")
     p.add_argument("method", nargs="?", help="a name from `lfb methods`, or module:Class / path/to/file.py:Class")
     p.add_argument("--attacks", action="store_true", help="instead of a method, run LargeFedBench's attack kit "
                    "(snapshot reads, memory walks, a scorer patch, non-finite clients, environment probes) under "
@@ -46,4 +47,3 @@ def add_smoke_parser(sub) -> None:
                    "with a third run whose client functions share it), off (every method in this process)")
     _add_home(p)
     _add_output_flags(p)
-    p.set_defaults(func=cmd_smoke)
