@@ -11,9 +11,19 @@ from largefedbench.cli.flags import _add_command, _add_executor_flags, _add_home
 from largefedbench.cli.output import _print_json, _progress
 
 
+def _request(args, **fields):
+    """The :class:`EvalRequest` of ``lfb eval`` or ``lfb audit``: what the flags of :func:`_add_run_flags` say, and
+    the command's own ``fields``."""
+    from largefedbench.run.eval import EvalRequest
+
+    return EvalRequest(dataset=args.dataset, delta=args.delta, profile=args.profile or "tiny", seeds=_seeds(args.seeds),
+                       overrides=_set_pairs(args.set or []), preset=args.preset, out=args.out, home=args.home,
+                       device=args.device, public=args.public, progress=not args.quiet, **fields)
+
+
 def cmd_eval(args) -> int:
     from largefedbench.errors import InputError
-    from largefedbench.run.eval import EvalRequest, run_eval
+    from largefedbench.run.eval import run_eval
 
     defaults = args.dataset is None and args.profile is None
     if defaults:
@@ -21,13 +31,10 @@ def cmd_eval(args) -> int:
               "(CPU-sized models; the numbers check the pipeline, they are not paper numbers)", file=sys.stderr)
     if args.synthetic is None and (args.made_with or args.name):
         raise InputError("--made-with and --name describe a --synthetic file; with --method drop them")
-    request = EvalRequest(
-        method=args.name if args.synthetic is not None else args.method, synthetic=args.synthetic,
-        made_with=args.made_with, dataset=args.dataset, epsilon=args.epsilon, delta=args.delta,
-        profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-        preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
-        executor=args.executor, ray_address=args.ray_address, noise_free=args.noise_free,
-        shuffled_releases=args.shuffled_releases, public=args.public, select_on=args.select_on,
+    request = _request(
+        args, method=args.name if args.synthetic is not None else args.method, synthetic=args.synthetic,
+        made_with=args.made_with, epsilon=args.epsilon, executor=args.executor, ray_address=args.ray_address,
+        noise_free=args.noise_free, shuffled_releases=args.shuffled_releases, select_on=args.select_on,
         sandbox=args.sandbox,
     )
     result = run_eval(request)
@@ -58,20 +65,13 @@ def cmd_eval(args) -> int:
 
 def cmd_audit(args) -> int:
     from largefedbench.run.audit import Audit
-    from largefedbench.run.eval import EvalRequest, run_eval
+    from largefedbench.run.eval import run_eval
 
     audit = Audit(canaries=args.canaries, confidence=args.confidence, inclusion_seed=args.inclusion_seed,
                   progress=not args.quiet, leak_canaries=args.leak_canaries)
     results = []
     for eps in args.epsilon or [None]:
-        request = EvalRequest(
-            method=args.method, dataset=args.dataset, epsilon=eps, delta=args.delta,
-            profile=args.profile or "tiny", seeds=_seeds(args.seeds), overrides=_set_pairs(args.set or []),
-            preset=args.preset, out=args.out, home=args.home, device=args.device, progress=not args.quiet,
-            public=args.public,
-        )
-        result = run_eval(request, log=_progress("audit"), audit=audit)
-        results.append(result)
+        results.append(run_eval(_request(args, method=args.method, epsilon=eps), log=_progress("audit"), audit=audit))
     if args.json:
         entries = [r.entry.to_json() for r in results]
         _print_json(entries if len(entries) > 1 else entries[0])

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from largefedbench.cli.flags import _add_command, _add_group, _add_home, _add_output_flags, _seeds
-from largefedbench.cli.output import _print_json, _progress, _show
+from largefedbench.cli.output import _print_json, _progress, _show_report
 
 
 def cmd_leaderboard_validate(args) -> int:
@@ -81,8 +81,7 @@ def cmd_leaderboard_reproduce(args) -> int:
         from largefedbench.run.sample import record_reproduction
 
         log(f"record: {record_reproduction(result, args.entry, tolerances=tol, seconds=time.perf_counter() - start)}")
-    _show(args, result.to_dict(), result.format)
-    return 0 if result.ok else 1
+    return _show_report(args, result)
 
 
 def cmd_leaderboard_submit(args) -> int:
@@ -91,8 +90,7 @@ def cmd_leaderboard_submit(args) -> int:
     log = _progress("submit", args.quiet)
     result = submit(args.entry, board=args.board, smoke_plugins=not args.no_smoke, home=args.home,
                     allow_demo=args.allow_demo, log=log)
-    _show(args, result.to_dict(), result.format)
-    return 0 if result.ok else 1
+    return _show_report(args, result)
 
 
 def add_leaderboard_parser(sub) -> None:

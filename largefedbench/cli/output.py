@@ -22,6 +22,12 @@ def _show(args, obj: Any, text: Callable[[], str]) -> int:
     return 0
 
 
+def _show_report(args, report: Any) -> int:
+    """A check's report (``to_dict()``, ``format()``, ``ok``) shown as :func:`_show` does; exit 1 unless it is ok."""
+    _show(args, report.to_dict(), report.format)
+    return 0 if report.ok else 1
+
+
 def _progress(command: str, quiet: bool = False) -> Callable[[str], None]:
     """A command's progress log: ``lfb COMMAND: message`` lines on stderr, or nothing when ``quiet``."""
     if quiet:

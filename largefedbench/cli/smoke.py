@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from largefedbench.cli.flags import _add_command, _add_home, _add_output_flags, _set_pairs
-from largefedbench.cli.output import _progress, _show
+from largefedbench.cli.output import _progress, _show_report
 
 
 def cmd_smoke(args) -> int:
@@ -17,14 +17,12 @@ def cmd_smoke(args) -> int:
         if args.method:
             raise InputError("--attacks runs LargeFedBench's attack kit, not a method: drop METHOD")
         report = check_attacks(home=args.home, log=log)
-        _show(args, report.to_dict(), report.format)
-        return 0 if report.ok else 1
+        return _show_report(args, report)
     if not args.method:
         raise InputError("give METHOD (a name from `lfb methods`, module:Class or path/to/file.py:Class), or --attacks")
     report = smoke(args.method, epsilon=args.epsilon, delta=args.delta, overrides=_set_pairs(args.set or []),
                    seed=args.seed, home=args.home, log=log, sandbox=args.sandbox)
-    _show(args, report.to_dict(), report.format)
-    return 0 if report.ok else 1
+    return _show_report(args, report)
 
 
 def add_smoke_parser(sub) -> None:
