@@ -7,14 +7,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from largefedbench.leaderboard.board import (
-    DEMO_HEADING,
-    SECTION_TITLES,
-    SECTIONS,
-    Board,
-    Group,
-    Row,
-)
+from largefedbench.leaderboard.board import DEMO_HEADING, SECTION_TITLES, SECTIONS, Board, Group, Row
 from largefedbench.leaderboard.columns import (
     OTHER_GENERATOR_ONLY_NOTE,
     REPRODUCTION_LEGEND,

@@ -5,14 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from largefedbench.leaderboard.board import (
-    DEMO_HEADING,
-    SECTION_TITLES,
-    SECTIONS,
-    Board,
-    Group,
-    Row,
-)
+from largefedbench.leaderboard.board import DEMO_HEADING, SECTION_TITLES, SECTIONS, Board, Group, Row
 from largefedbench.leaderboard.columns import (
     OTHER_GENERATOR_ONLY_NOTE,
     REPRODUCTION_LEGEND,
