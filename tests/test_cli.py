@@ -443,3 +443,19 @@ def test_methods_name_shows_every_setting_with_its_value_in_each_preset(capsys):
                                                       for line in text.splitlines())
     assert main(["methods", "fedbs"]) == 2
     assert "unknown method 'fedbs'. Did you mean 'fedbis'" in capsys.readouterr().err
+
+
+def test_data_list_keeps_a_long_dataset_name_apart_from_its_window(monkeypatch, capsys):
+    from argparse import Namespace
+
+    from largefedbench.cli import data as data_cli
+    from largefedbench.data import snapshot
+
+    row = {"name": "arxiv-qbio-2025-11-01-2026-08-08-ea3ee8d2", "dataset": "arxiv-qbio-extended", "synthetic": False,
+           "window": {"since": "2025-11-01", "until": "2026-08-08"}, "path": "/x", "created_at": "t",
+           "counts": {"clients": {"train": 2}, "spans": {"train": 5}}}
+    monkeypatch.setattr(snapshot, "list_snapshots", lambda home: [row])
+    assert data_cli.cmd_data_list(Namespace(home=None, json=False)) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert line.split() == [row["name"], "arxiv-qbio-extended", "2025-11-01..2026-08-08", "2", "5"]
+    assert header.index("window") == line.index("2025-11-01..")

@@ -33,12 +33,16 @@ def cmd_data_list(args) -> int:
 
     rows = list_snapshots(args.home)
 
+    # columns as wide as their longest value and two spaces (a dataset name like arxiv-qbio ran into its window)
+    wn = max([48, *(len(m["name"]) + 2 for m in rows)])
+    wd = max([10, *(len(m["dataset"]) + 2 for m in rows)])
+
     def line(m: dict) -> str:
         w, c, tag = m["window"], m["counts"], " (synthetic)" if m.get("synthetic") else ""
-        return (f"{m['name']:<48}{m['dataset']:<10}{w['since'] + '..' + w['until']:<25}"
+        return (f"{m['name']:<{wn}}{m['dataset']:<{wd}}{w['since'] + '..' + w['until']:<25}"
                 f"{sum(c['clients'].values()):>9}{sum(c['spans'].values()):>9}{tag}")
 
-    header = f"{'name':<48}{'dataset':<10}{'window':<25}{'clients':>9}{'spans':>9}"
+    header = f"{'name':<{wn}}{'dataset':<{wd}}{'window':<25}{'clients':>9}{'spans':>9}"
     return _show(args, [{k: m[k] for k in ("name", "dataset", "synthetic", "window", "counts", "path", "created_at")}
                         for m in rows],
                  lambda: "\n".join([header, *map(line, rows)]) if rows else
