@@ -29,6 +29,9 @@ SOURCES: dict[str, str] = {
 }
 DATASET_OF: dict[str, str] = {"biorxiv": "biorxiv", "us": "congress", "uk": "congress", "ca": "congress",
                               "arxiv": "arxiv-qbio"}
+#: what a reader must be told wherever a dataset's results appear (the board's group titles and first line)
+DATASET_NOTES: dict[str, str] = {"arxiv-qbio": "arXiv q-bio abstracts: a stand-in in the genre of bioRxiv abstracts, "
+                                               "not bioRxiv"}
 #: sources read from a mirror folder only (``--mirror``): no live scraper
 MIRROR_ONLY = ("arxiv",)
 

@@ -111,7 +111,7 @@ class Group:
     @property
     def title(self) -> str:
         tag = " (synthetic demo data: checks the pipeline, not a result)" if self.synthetic else ""
-        return (f"{self.dataset} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
+        return (f"{dataset_label(self.dataset)} · window {self.window[0]} – {self.window[1]} · snapshot {self.snapshot} "
                 f"({self.content_sha256[:12]}) · profile {self.profile} · public {self.public}"
                 f"{f' · ε = 0 model {self.public_model}' if self.public_model else ''}{tag}"
                 f"{f' · superseded by ε = 0 model {self.superseded_by}' if self.superseded_by else ''}")
@@ -153,6 +153,14 @@ class Group:
         return [(b, [r for r in rows if r.bucket == b]) for b in order if any(r.bucket == b for r in rows)]
 
 
+def dataset_label(dataset: str) -> str:
+    """The dataset's name with what a reader must be told about it (arxiv-qbio is not bioRxiv)."""
+    from largefedbench.scrapers.refresh import DATASET_NOTES
+
+    note = DATASET_NOTES.get(dataset)
+    return f"{dataset} [{note}]" if note else dataset
+
+
 DEMO_HEADING = "Demo data: these groups check the pipeline, they are not results"
 
 
@@ -167,7 +175,7 @@ class Board:
         if not real:
             return ("No results on real records yet: every group below is on LLM-written demo text, which checks the "
                     "pipeline and is not a result.")
-        named = sorted({f"{g.dataset} ({g.window[0]} – {g.window[1]})" for g in real})
+        named = sorted({f"{dataset_label(g.dataset)} ({g.window[0]} – {g.window[1]})" for g in real})
         demo = " Groups on LLM-written demo text follow, under their own heading: they check the pipeline." \
             if any(g.synthetic for g in self.groups) else ""
         return f"Results on real dated records: {'; '.join(named)}.{demo}"

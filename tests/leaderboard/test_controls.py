@@ -68,6 +68,9 @@ def test_the_board_says_first_what_data_its_results_are_on():
     assert only_demo.data_statement().startswith("No results on real records yet")
     both = Board([real, demo], 0)
     assert both.data_statement().startswith("Results on real dated records: congress (2024-12-01 – 2025-01-03).")
+    arxiv = Group("arxiv-qbio", "arxiv-qbio-x", "ab" * 32, ("2025-11-01", "2026-08-08"), "cpu", False, "generic", [])
+    for text in (Board([arxiv], 0).data_statement(), arxiv.title):  # a stand-in says so wherever it appears
+        assert "arxiv-qbio [arXiv q-bio abstracts: a stand-in in the genre of bioRxiv abstracts, not bioRxiv]" in text
 
 
 def test_a_private_row_the_seeds_do_not_put_above_the_public_model_says_so():
