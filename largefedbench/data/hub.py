@@ -49,9 +49,14 @@ class LocalHub:
     def create_repo(self, repo_id: str, repo_type: str | None = None, private: bool = False,
                     exist_ok: bool = False) -> str:
         path = self.repo(repo_id)
-        if path.is_dir() and any(path.iterdir()) and not (path / "manifest.json").is_file():
-            raise InputError(f"{path} is a folder that holds no published snapshot: publishing there would mix the "
-                             "snapshot into other files; give a new (or empty) folder, or one published to before")
+        from largefedbench.paths import snapshots_dir
+
+        if path.resolve().is_relative_to(snapshots_dir().resolve()):
+            raise InputError(f"{path} is inside the home's snapshots folder: publishing there would replace a snapshot "
+                             "under another's name; give a folder outside it")
+        if path.is_dir() and any(path.iterdir()) and not published_before(path):
+            raise InputError(f"{path} is a folder that holds no published snapshot: publishing there would replace its "
+                             "files; give a new (or empty) folder, or one published to before")
         path.mkdir(parents=True, exist_ok=exist_ok)
         return path.resolve().as_uri()
 
@@ -113,11 +118,32 @@ class LocalHub:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def published_before(folder: Path) -> bool:
+    """Whether ``folder`` holds a snapshot published there before: a LargeFedBench manifest beside a dataset card
+    with its ``configs:`` block (any other folder's files are not ours to replace)."""
+    import json
+
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        card = (folder / "README.md").read_text()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return (isinstance(manifest, dict) and {"name", "content_sha256", "window"} <= set(manifest)
+            and "\nconfigs:" in card)
+
+
 def local_root(target: str) -> Path | None:
-    """The folder of a ``file://DIR`` publication target; None for a hub id."""
+    """The folder of a ``file://DIR`` publication target (``file:///abs``, ``file://localhost/abs`` or
+    ``file://relative``); None for a hub id."""
     if not target.startswith(LOCAL_PREFIX):
         return None
-    folder = Path(unquote(target[len(LOCAL_PREFIX):]) or "/").expanduser().resolve()
+    rest = unquote(target[len(LOCAL_PREFIX):])
+    if rest.startswith("localhost/"):  # the URL form with a host: the local machine's absolute path
+        rest = rest[len("localhost"):]
+    try:
+        folder = Path(rest or "/").expanduser().resolve()
+    except (OSError, ValueError) as err:
+        raise InputError(f"{target!r} is not a folder path ({err}): give file:///DIR") from None
     if not folder.name:
         raise InputError(f"{target!r}: name the folder to publish into, e.g. file:///tmp/lfb-hub")
     return folder
@@ -213,9 +239,10 @@ def push_release(release: dict, owner: str, *, home: Path | None = None, token: 
 
 def _release_section(release: dict, record: dict, api: Any, repo_id: str) -> str:
     name = release["name"]
-    if isinstance(api, LocalHub):
-        tagged = api.repo(repo_id, name).resolve()
-        load = f"`load_snapshot(\"{tagged}\")` or `datasets.load_dataset(\"{tagged}\")`"
+    if isinstance(api, LocalHub):  # the folder beside this one, by name: the card holds no local path
+        tagged = api.repo(repo_id, name).name
+        load = (f"`load_snapshot(\"DIR/{tagged}\")` or `datasets.load_dataset(\"DIR/{tagged}\")`, DIR the folder "
+                "holding this one")
     else:
         load = f"`load_snapshot(\"hf://{repo_id}@{name}\")` or `datasets.load_dataset(\"{repo_id}\", revision=\"{name}\")`"
     lines = [f"\n## Release {name}\n", f"Content SHA-256 `{record['content_sha256']}`; window "

@@ -228,10 +228,27 @@ def _seed_wall(result: SeedResult) -> float:
 
 
 def _reference(prep: Prepared, ev: Evaluator, name: str, seed: int, log: Callable[[str], None]) -> dict[str, float]:
-    """The reference row ``name`` of ``seed``, computed by one run at a time among those sharing the home."""
+    """The reference row ``name`` of ``seed``, computed by one run at a time among those sharing the home; the board's
+    copy is made wherever the row came from (a home that cached it before the board kept copies too), and a damaged
+    copy is set aside (``.damaged``) rather than read."""
     what = f"{name} reference" + ("" if name == "public" else f" of seed {seed}")
-    return locked_reference(lambda: ev.reference(name, seed), ev.reference_path(name, seed).with_suffix(".lock"),
-                            what=what, log=log)
+    board = ev.board_reference_path(name, seed)
+    if board.exists() and not isinstance(_json_or_none(board), dict):
+        log(f"{board} is not a reference row (damaged?): set aside as {board.name}.damaged; the row is read from the "
+            "home or computed again")
+        board.replace(board.with_name(board.name + ".damaged"))
+    metrics = locked_reference(lambda: ev.reference(name, seed), ev.reference_path(name, seed).with_suffix(".lock"),
+                               what=what, log=log)
+    if not board.exists():
+        atomic_write_json(board, metrics)
+    return metrics
+
+
+def _json_or_none(path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 # -- the whole run ----------------------------------------------------------------------------------------------

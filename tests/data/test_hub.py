@@ -137,7 +137,8 @@ def test_a_release_published_to_a_local_folder_loads_with_datasets_and_load_snap
     repo, tagged = target / "largefedbench-demo", target / "largefedbench-demo@2026q4"
     assert {p.name for p in repo.iterdir()} == {"README.md", "manifest.json", "data"}
     card = (tagged / "README.md").read_text()
-    assert "configs:" in card and "## Release 2026q4" in card and f'datasets.load_dataset("{tagged}")' in card
+    assert "configs:" in card and "## Release 2026q4" in card and 'datasets.load_dataset("DIR/largefedbench-demo@2026q4")' in card
+    assert str(tmp_path) not in card  # no local path in a card that may be uploaded later
     for folder in (repo, tagged):
         _loads_back(folder, built.manifest)
     fd = load_snapshot(str(tagged))  # a folder REPO@TAG, not DATASET@RELEASE
@@ -162,6 +163,21 @@ def test_a_release_published_to_a_local_folder_loads_with_datasets_and_load_snap
     with pytest.raises(InputError, match="holds no published snapshot"):
         push_snapshot(built.path, f"file://{tmp_path / 'notes'}")
     assert [p.name for p in (tmp_path / "notes").iterdir()] == ["mine.txt"]
+    # someone else's folder with a manifest.json and a README.md of its own is not a publication either
+    app = tmp_path / "webapp"
+    (app / "data").mkdir(parents=True)
+    for name, text in (("manifest.json", '{"name": "app", "start_url": "/"}'), ("README.md", "# my app"),
+                       ("data/users.csv", "id\n1\n")):
+        (app / name).write_text(text)
+    with pytest.raises(InputError, match="holds no published snapshot"):
+        push_snapshot(built.path, f"file://{app}")
+    assert sorted(str(p.relative_to(app)) for p in app.rglob("*")) == ["README.md", "data", "data/users.csv",
+                                                                       "manifest.json"]
+    with pytest.raises(InputError, match="inside the home's snapshots folder"):  # would rename another snapshot
+        push_snapshot(built.path, f"file://{built.path.parent / 'other'}")
+    with pytest.raises(InputError, match="is not a folder path"):
+        push_snapshot(built.path, "file://%00x")
+    assert push_snapshot(built.path, f"file://localhost{tmp_path / 'host'}") == (tmp_path / "host").as_uri()
 
 
 def test_a_release_is_written_only_once_its_push_succeeded_and_an_existing_one_can_be_pushed(local_hub, lfb_home,

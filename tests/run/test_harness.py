@@ -313,6 +313,16 @@ def test_a_reference_method_run_caches_its_row_instead_of_training_it_twice(tiny
                       log=later.append)
     assert not any("computing the" in line for line in later), later
     assert public.entry.metrics.reference_non_private.top1.per_seed[0] == np_top1
+    # a row only the home holds (cached before the board kept copies) gets its copy; a damaged copy is set aside
+    copies = {p.name: p for p in (tmp_path / "board" / ".runs" / "references").rglob("*.json")}
+    copies["public.json"].unlink()
+    copies["non-private-seed0.json"].write_text("{")
+    again: list[str] = []
+    run_eval(EvalRequest(method="public", seeds=(0,), out=tmp_path / "board", home=fresh, progress=False),
+             log=again.append)
+    assert json.loads(copies["public.json"].read_text())["top1"] == public.entry.metrics.reference_public.top1.mean
+    assert json.loads(copies["non-private-seed0.json"].read_text())["top1"] == np_top1
+    assert any("set aside as non-private-seed0.json.damaged" in line for line in again), again
 
 
 def test_a_method_output_of_another_version_is_not_reused(tmp_path):
