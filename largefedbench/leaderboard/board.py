@@ -121,9 +121,10 @@ class Group:
         """What a reader of a superseded group should know, or ""."""
         if not self.superseded_by:
             return ""
-        return (f"Superseded: these entries ran on an earlier ε = 0 model ({self.public_model}: another pretraining of "
-                f"the profile's downstream on the same public corpus). The group on ε = 0 model {self.superseded_by} "
-                "holds the newer runs; numbers compare only within a group.")
+        return (f"Superseded: these entries ran on another ε = 0 model ({self.public_model}: another pretraining of "
+                f"the profile's downstream on the same public corpus, on another machine or code version). The group on "
+                f"ε = 0 model {self.superseded_by} covers the most methods and is the current one; numbers compare only "
+                "within a group.")
 
     @property
     def hardware_note(self) -> str:
