@@ -177,7 +177,9 @@ def _found_again(m) -> tuple[bool, str]:
     why = []
     if origin.installed == "index" and dist == origin.distribution and origin.version == m.version:
         return True, (f"package {dist}=={m.version}, installed here from a package index: `pip install "
-                      f"{dist}=={m.version}` gives the code that ran")
+                      f"{dist}=={m.version}` gives the code that ran once that version is on a public index (pip "
+                      "records no source for an index install, nor for a wheel file installed by name, so this "
+                      "check cannot tell them apart: publish the version before the entry is merged)")
     if origin.distribution is None:
         why.append("its module belongs to no installed package")
     elif dist != origin.distribution:
