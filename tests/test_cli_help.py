@@ -104,14 +104,15 @@ def help_texts() -> str:
 def test_every_help_text_is_the_golden_one(monkeypatch):
     """``lfb --help`` and every command's and subcommand's help, byte for byte, as tests/golden/lfb_help.txt holds
     them. A change to a help text (a flag, a description, an example) is made on purpose: regenerate the file with
-    ``LFB_REGENERATE_HELP=1 pytest tests/test_cli_help.py -k golden`` and commit it with the change, so the diff shows
-    what users will see. The width is fixed (argparse wraps at $COLUMNS); argparse's layout differs between Python
+    ``LFB_REGENERATE_HELP=1 pytest tests/test_cli_help.py -k golden`` (that run fails on purpose) and commit it with
+    the change, so the diff shows what users will see. The width is fixed (argparse wraps at $COLUMNS); argparse's layout differs between Python
     versions, so on another Python than the file's the comparison is skipped."""
     monkeypatch.setenv("COLUMNS", str(HELP_COLUMNS))
     texts = help_texts()
-    if os.environ.get(REGENERATE):
+    if os.environ.get(REGENERATE):  # rewritten on purpose; the run still fails, so a set variable never passes it
         GOLDEN_HELP.parent.mkdir(exist_ok=True)
         GOLDEN_HELP.write_text(texts, encoding="utf-8")
+        pytest.fail(f"{GOLDEN_HELP} rewritten ({REGENERATE} is set): review its diff, commit it, and run without it")
     golden = GOLDEN_HELP.read_text(encoding="utf-8")
     if golden.splitlines()[0] != texts.splitlines()[0]:
         pytest.skip(f"{GOLDEN_HELP.name} was written on another Python: {golden.splitlines()[0]}")
