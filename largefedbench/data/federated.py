@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,8 +135,10 @@ def load_snapshot(ref: str | Path = "demo", *, home: Path | None = None) -> Fede
     """
     from largefedbench.data.releases import load_release_snapshot, split_release_ref
 
-    if (isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref)
-            and not (Path(ref).expanduser() / "manifest.json").is_file()):  # a published tag's folder is REPO@TAG
+    # a published tag's folder REPO@TAG, given as a path (a separator in it): a bare DATASET@RELEASE is the release,
+    # checked against it, even where a folder of that name sits in the working directory
+    folder_ref = isinstance(ref, str) and ("/" in ref or os.sep in ref) and (Path(ref).expanduser() / "manifest.json").is_file()
+    if isinstance(ref, str) and not ref.startswith(HUB_PREFIX) and split_release_ref(ref) and not folder_ref:
         return load_release_snapshot(ref, home, _load_folder)  # DATASET@RELEASE, checked against the release
     if isinstance(ref, str) and ref.startswith(HUB_PREFIX):
         from largefedbench.data.hub import download_snapshot

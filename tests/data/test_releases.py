@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from biorxiv_replay import BiorxivApp, corpus
@@ -89,7 +90,7 @@ def test_a_rebuild_whose_sources_changed_is_reported_and_not_kept(lfb_home, caps
     assert not (lfb_home / "snapshots" / record["snapshot"]).exists()
 
 
-def test_bad_release_requests_say_what_to_do(lfb_home, capsys):
+def test_bad_release_requests_say_what_to_do(lfb_home, capsys, monkeypatch, tmp_path):
     with pytest.raises(InputError, match="release name 'Q4 2026'"):
         write_release("Q4 2026", [{"dataset": "d", "name": "n", "content_sha256": "a" * 64}], home=lfb_home)
     with pytest.raises(InputError, match="one snapshot per dataset"):
@@ -100,6 +101,12 @@ def test_bad_release_requests_say_what_to_do(lfb_home, capsys):
         write_release("2026q4", [{"dataset": "d", "name": "a", "content_sha256": "a" * 64}], home=lfb_home)
     with pytest.raises(SnapshotError, match="no release '2025q1' \\(known: 2026q4\\)"):
         load_snapshot("d@2025q1", home=lfb_home)
+    with pytest.raises(SnapshotError, match="has no 'congress' snapshot"):
+        load_snapshot("congress@2026q4", home=lfb_home)
+    # a folder of that name in the working directory does not stand in for the release (a path to it would)
+    monkeypatch.chdir(tmp_path)
+    Path("congress@2026q4").mkdir()
+    Path("congress@2026q4/manifest.json").write_text("{}")
     with pytest.raises(SnapshotError, match="has no 'congress' snapshot"):
         load_snapshot("congress@2026q4", home=lfb_home)
     assert main(["refresh", "--release", "2026q4", "--since", "2024-09"]) == 2
