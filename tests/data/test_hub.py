@@ -36,10 +36,12 @@ def local_hub(tmp_path, monkeypatch):
 
 
 def _loads_back(folder, manifest):
-    """`datasets.load_dataset(folder)` gives every split, and its rows hash to the manifest's content hash."""
+    """`datasets.load_dataset(folder)` gives every split, and its rows hash to the manifest's content hash. A cache of
+    its own: datasets caches a local folder by its name, so another test's (or user's) folder of the same name would
+    answer from the cache (docs/data.md)."""
     from datasets import load_dataset
 
-    loaded = load_dataset(str(folder))
+    loaded = load_dataset(str(folder), cache_dir=str(folder.parent / f".cache-{folder.name}"))
     assert set(loaded) == set(ALL_SPLITS)
     assert {s: len(loaded[s]) for s in ALL_SPLITS} == manifest["counts"]["clients"]
     assert dataset_content_hash(loaded) == manifest["content_sha256"]
