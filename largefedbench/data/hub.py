@@ -241,8 +241,9 @@ def _release_section(release: dict, record: dict, api: Any, repo_id: str) -> str
     name = release["name"]
     if isinstance(api, LocalHub):  # the folder beside this one, by name: the card holds no local path
         tagged = api.repo(repo_id, name).name
-        load = (f"`load_snapshot(\"DIR/{tagged}\")` or `datasets.load_dataset(\"DIR/{tagged}\")`, DIR the folder "
-                "holding this one")
+        load = (f"`load_snapshot(\"DIR/{tagged}\")` or `datasets.load_dataset(\"DIR/{tagged}\", "
+                "download_mode=\"force_redownload\")`, DIR the folder holding this one (datasets caches a local folder "
+                "by its name, not its content)")
     else:
         load = f"`load_snapshot(\"hf://{repo_id}@{name}\")` or `datasets.load_dataset(\"{repo_id}\", revision=\"{name}\")`"
     lines = [f"\n## Release {name}\n", f"Content SHA-256 `{record['content_sha256']}`; window "

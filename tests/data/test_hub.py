@@ -139,7 +139,7 @@ def test_a_release_published_to_a_local_folder_loads_with_datasets_and_load_snap
     repo, tagged = target / "largefedbench-demo", target / "largefedbench-demo@2026q4"
     assert {p.name for p in repo.iterdir()} == {"README.md", "manifest.json", "data"}
     card = (tagged / "README.md").read_text()
-    assert "configs:" in card and "## Release 2026q4" in card and 'datasets.load_dataset("DIR/largefedbench-demo@2026q4")' in card
+    assert "configs:" in card and "## Release 2026q4" in card and 'datasets.load_dataset("DIR/largefedbench-demo@2026q4", download_mode="force_redownload")' in card
     assert str(tmp_path) not in card  # no local path in a card that may be uploaded later
     for folder in (repo, tagged):
         _loads_back(folder, built.manifest)
