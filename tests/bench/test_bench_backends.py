@@ -171,3 +171,17 @@ def test_the_report_row_of_an_installed_backend(tiny_llama, name):
         assert int8["dtype"] == "int8" and int8["same_generator"] == int8["quality"]["passed"]
     assert first["label"] in format_table({"gemm_gflops": {"float32": 1.0, "bfloat16": 1.0}, "n_params": 1,
                                            "threads": 1, "backends": report})
+
+
+def test_a_sampling_row_gives_its_own_dtypes_fraction_and_float32s_beside_it():
+    from largefedbench.bench.llm import format_table
+
+    row = {"dtype": "bfloat16", "batch": 64, "tokens_per_s": 300.0, "limit": 3000.0, "fraction_of_limit": 0.1,
+           "limit_at_batch": 1200.0, "fraction_of_limit_at_batch": 0.25, "work_tokens_per_s": None,
+           "work_fraction_of_limit": None}
+    report = {"gemm_gflops": {"float32": 200.0, "bfloat16": 800.0}, "n_params": 100_000_000, "threads": 2,
+              "continuation": {"rows": [row]}}
+    table = format_table(report)
+    assert "of f32" in table and "own dtype" in table
+    # float32's limit: 200 GFLOP/s / (2 × 1e8 FLOPs a token) = 1,000 tokens/s, so 300 tokens/s is 30.0 % of it
+    assert table.splitlines()[-1].split()[:7] == ["continuation", "bfloat16", "64", "300.0", "3000", "10.0%", "30.0%"]
