@@ -27,15 +27,28 @@ __all__ = ["ATTACKS", "AttackKit", "PATCHED_TOP1"]
 
 PATCHED_TOP1 = 0.99  # what the patched scorer claims
 PRIVATE_CLASSES = ("ClientSplit", "FederatedDataset", "Federation", "ClientStore", "Selection", "Evaluator")
-_MAX_FILES = 200_000  # a walk of the file system stops here
+_MAX_FILES = 200_000  # the walk of one root stops here
+
+
+def _candidate_roots() -> list[str]:
+    """Where a snapshot may lie: the home named on this process's command line (``--home``), $LFB_HOME, the home
+    folder, the working folder, /tmp, /work, /root."""
+    argv = sys.argv
+    named = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--home"]
+    named += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--home=")]
+    roots = [*named, os.environ.get("LFB_HOME", ""), str(Path.home()), os.getcwd(), "/tmp", "/work", "/root"]
+    return list(dict.fromkeys(filter(None, roots)))
+
+
+_SKIPPED = {".git", ".venv", "site-packages", "node_modules", "__pycache__"}  # large and never a snapshot
 
 
 def read_snapshot_files(fed, public) -> str:
-    """Find a snapshot's train split on disk ($LFB_HOME, the home folder, the working folder, /tmp, /work) and load it."""
-    roots = [os.environ.get("LFB_HOME", ""), str(Path.home()), os.getcwd(), "/tmp", "/work", "/root"]
-    seen = 0
-    for root in filter(None, roots):
-        for folder, _dirs, files in os.walk(root):
+    """Find a snapshot's train split on disk (see :func:`_candidate_roots`) and load it."""
+    for root in _candidate_roots():
+        seen = 0  # each root its own budget: a large working folder does not hide /tmp
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in _SKIPPED]
             seen += len(files) + 1
             if seen > _MAX_FILES:
                 break
