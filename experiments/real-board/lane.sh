@@ -21,9 +21,10 @@ case "${1:-}" in
     BUILD=(--sources us --mirror "$REAL/us-congress-crec-170" --since 2024-12-01 --until 2025-01-03)
     EPS=(--delta 3e-06)
     QUEUE=(
-      "pe --epsilon 4" "weak-client-voting --epsilon 4" "dp-resample --epsilon 4" "pe-sft --epsilon 4" "ctcl --epsilon 4"
-      # each synthetic pipeline's matched no-signal control: its releases shuffled (never ranked)
-      "popri --epsilon 4 --shuffled-releases" "pe --epsilon 4 --shuffled-releases" "pe-sft --epsilon 4 --shuffled-releases"
+      # a row on the board first gets its matched no-signal control (its releases shuffled; never ranked), cheapest first
+      "pe --epsilon 4" "pe --epsilon 4 --shuffled-releases" "weak-client-voting --epsilon 4"
+      "popri --epsilon 4 --shuffled-releases" "dp-resample --epsilon 4" "pe-sft --epsilon 4" "ctcl --epsilon 4"
+      "pe-sft --epsilon 4 --shuffled-releases"
       "dp-resample --epsilon 4 --shuffled-releases" "weak-client-voting --epsilon 4 --shuffled-releases"
       "ctcl --epsilon 4 --shuffled-releases"
       # the leaders at POPri's compute, beside their full rows
