@@ -1,5 +1,6 @@
-"""`lfb eval` end to end for DP resampling, FedBis, FedBiscuit, weak-client voting and CTCL (tiny profile, demo, one
-seed, the harness's default budget): the entry validates, its ε is the ledger's and within the target."""
+"""The check of `lfb eval` end to end for DP resampling, FedBis, FedBiscuit, weak-client voting and CTCL (tiny profile,
+demo, one seed, the harness's default budget): the entry validates, its ε is the ledger's and within the target. Two
+test files share it (test_eval_resample_voting_ctcl.py, test_eval_fedbis.py), so that xdist's workers share the runs."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from largefedbench.leaderboard.schema import parse_entry
 from largefedbench.privacy import PrivacyLedger
 from largefedbench.run.eval import DEFAULT_DELTA, DEFAULT_EPSILON, EvalRequest, run_eval
 
-pytestmark = pytest.mark.slow
-
 #: smaller than Config.tiny() where it is cheap to be, so the five runs stay short
 FAST = {
     "dp-resample": {"pool_size": "120", "max_pool_size": "180", "pool_growth": "60", "n_synthetic": "80"},
@@ -23,8 +22,7 @@ FAST = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(FAST))
-def test_run_eval_writes_a_valid_entry(tiny, tmp_path, method):
+def check_eval_writes_a_valid_entry(tiny, tmp_path, method: str) -> None:
     _fd, _bundle, root = tiny
     request = EvalRequest(method=method, seeds=(0,), out=tmp_path, home=root, progress=False, overrides=FAST[method])
     result = run_eval(request, log=lambda m: None)
